@@ -1,0 +1,1 @@
+"""Eval suites (hle, frames, healthbench) on the async engine."""

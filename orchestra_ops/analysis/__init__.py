@@ -1,0 +1,1 @@
+"""Run analysis: latency stats, plots, report."""

@@ -1,0 +1,1 @@
+"""Backends that start and stop processes: local, tmux, ssh, slurm."""

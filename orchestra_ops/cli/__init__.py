@@ -1,0 +1,76 @@
+"""The `ops` command: a thin click layer over the library.
+
+Commands are imported lazily (only the one being run), so `ops --help` stays fast and never
+imports torch, faiss, fastapi or matplotlib. Each command module parses, calls the library,
+renders, and lets OpsError subclasses reach `OpsGroup.invoke`, which maps them to exit codes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from typing import Any
+
+import click
+
+from orchestra_ops import __version__
+from orchestra_ops.errors import Interrupted, OpsError
+
+# command name -> "module:attribute" (modules under orchestra_ops.cli)
+COMMANDS: dict[str, str] = {
+    "plan": "plan_cmd:plan",
+    "serve": "serve_cmd:serve",
+}
+
+
+class OpsGroup(click.Group):
+    """A group that loads commands on demand and turns OpsError into a message and an exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module_name, attr = COMMANDS[cmd_name].split(":")
+            module = importlib.import_module(f"orchestra_ops.cli.{module_name}")
+            command: click.Command = getattr(module, attr)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OpsError as exc:
+            report_error(exc)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(Interrupted.exit_code)
+
+
+def report_error(exc: OpsError) -> None:
+    """Print an OpsError the way every command does: `error: …`, one line per problem."""
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    click.echo(f"error: {lines[0]}", err=True)
+    for line in lines[1:]:
+        click.echo(f"  {line}" if not line.startswith(" ") else line, err=True)
+
+
+@click.group(cls=OpsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ops")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def main(verbose: int) -> None:
+    """orchestra-ops: bring up LLM fleets from one topology file and evaluate on them.
+
+    \b
+      ops plan topologies/hle_oss.yaml   validate, print every process it would start
+      ops up topologies/local.yaml       launch, wait until serving, write endpoints
+      ops health                         every replica, its state, load and latency
+      ops eval chat --resume             resumable async eval with tee logs
+      ops down                           stop everything, verify nothing is left
+    """
+    level = logging.WARNING - 10 * verbose
+    if os.environ.get("OPS_DEBUG"):
+        level = logging.DEBUG
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,45 @@
+"""`ops plan TOPOLOGY`: validate a topology and show every process `ops up` would start (dry run)."""
+
+from __future__ import annotations
+
+import click
+
+from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.endpoints import endpoints_for, render_endpoints
+from orchestra_ops.plan import plan as make_plan
+from orchestra_ops.topology import load_topology
+
+
+@click.command()
+@click.argument("topology", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--endpoints", is_flag=True, help="Print the endpoints file `ops up` would write.")
+@click.option("--reproduce", is_flag=True, help="Print the shell line that starts each process by hand.")
+def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool) -> None:
+    """Validate TOPOLOGY and list every process `ops up` would start. Starts nothing."""
+    launch_plan = make_plan(load_topology(topology))
+    if endpoints:
+        if not launch_plan.hosts_resolved:
+            pending = sorted({p.node for p in launch_plan.processes if p.host is None})
+            stderr_console().print(f"note: slurm nodes {', '.join(pending)} get their host at `ops up`; "
+                                   "shown as <node:NAME>")
+            launch_plan = launch_plan.with_hosts({node: f"<node:{node}>" for node in pending})
+        click.echo(render_endpoints(endpoints_for(launch_plan)), nl=False)
+        return
+    if as_json:
+        echo_json(launch_plan.to_json())
+        return
+    if reproduce:
+        for spec in launch_plan.processes:
+            click.echo(f"# {spec.name}  (node {spec.node}, log {spec.log})")
+            click.echo(spec.reproduce)
+        return
+    rows = [
+        (spec.name, spec.node, f"{spec.host or '(slurm)'}:{spec.port}", ",".join(map(str, spec.gpus)) or "-",
+         spec.kind, spec.served_model_name or "-", spec.log)
+        for spec in launch_plan.processes
+    ]
+    print_table(f"{launch_plan.name}: {len(rows)} processes, backend {launch_plan.backend}",
+                ["process", "node", "host:port", "gpus", "engine", "serves", "log"], rows)
+    stderr_console().print("full commands: --reproduce (shell lines) or --json")
+

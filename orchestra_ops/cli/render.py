@@ -1,0 +1,31 @@
+"""Rendering helpers for commands: rich tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+
+def echo_json(data: Any) -> None:
+    """Print `data` as indented JSON on stdout (the `--json` output of every status command)."""
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Print a rich table on stdout."""
+    table = Table(title=title, show_lines=False, header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if cell is None else str(cell) for cell in row))
+    Console(soft_wrap=True).print(table)
+
+
+def stderr_console() -> Console:
+    """A console on stderr for progress and warnings, so stdout stays clean for data."""
+    return Console(stderr=True)

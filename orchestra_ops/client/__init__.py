@@ -1,0 +1,1 @@
+"""HTTP clients: replica pools, retries, routing."""

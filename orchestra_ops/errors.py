@@ -1,0 +1,66 @@
+"""The one exception tree of orchestra-ops.
+
+Every error the library raises on purpose is an OpsError; the CLI maps each class to an exit code
+and prints its message (no traceback)::
+
+    OpsError                      exit 1   anything else we expected and can explain
+    ├── ConfigError               exit 2   bad input: topology, dataset, flags, endpoints file
+    │   └── TopologyError         exit 2   a topology file that does not validate (one line per problem)
+    ├── StateError                exit 2   no fleet is up / state file unreadable
+    ├── LaunchError               exit 3   a process would not start, a port is taken
+    │   └── ReadinessError        exit 3   a process died or timed out before serving
+    ├── EvalError                 exit 4   an eval could not run or finish
+    └── Interrupted               exit 130 Ctrl-C, after a clean shutdown
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class OpsError(Exception):
+    """Base of every error orchestra-ops raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(OpsError):
+    """Bad input: a file, field, flag or id that the user can fix."""
+
+    exit_code = 2
+
+
+class TopologyError(ConfigError):
+    """A topology file that does not validate; carries one `FILE:LINE: path: message` per problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class StateError(OpsError):
+    """No fleet state where one is needed, or a state file that cannot be read."""
+
+    exit_code = 2
+
+
+class LaunchError(OpsError):
+    """A process could not be started (port taken, backend failure)."""
+
+    exit_code = 3
+
+
+class ReadinessError(LaunchError):
+    """A process died, logged a fatal line, or timed out before it was serving."""
+
+
+class EvalError(OpsError):
+    """An eval could not run or finish."""
+
+    exit_code = 4
+
+
+class Interrupted(OpsError):
+    """The user pressed Ctrl-C; raised after in-flight work was flushed."""
+
+    exit_code = 130

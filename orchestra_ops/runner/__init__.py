@@ -1,0 +1,1 @@
+"""The async task engine, results store, tee logs and profile events."""

@@ -1,0 +1,296 @@
+"""The topology file: one YAML that declares nodes, models, services, providers and roles.
+
+`load_topology(path)` parses the YAML keeping each node's line, validates it with the pydantic
+schema below (`extra="forbid"` everywhere) and then runs the cross-field checks of `checks.py`.
+Every problem becomes one line `FILE:LINE: dotted.path: message`, and all of them are raised
+together as a TopologyError.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orchestra_ops.errors import TopologyError
+from orchestra_ops.yamlpos import PositionedYaml, load_positioned
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(Strict):
+    ulimit_nofile: int = Field(65536, ge=1024)
+    log_dir: str | None = None  # default: <OPS_HOME>/<name>/logs
+    ready_timeout_s: float = Field(900, gt=0)
+    request_timeout_s: float = Field(600, gt=0)
+    vllm_cache_root: str = "/tmp/orchestra-ops/vllm-cache"
+    vllm_command: list[str] = Field(default_factory=lambda: ["vllm"], min_length=1)
+    ops_command: list[str] = Field(default_factory=lambda: ["ops"], min_length=1)
+
+
+class SshSettings(Strict):
+    user: str | None = None
+    port: Port = 22
+    identity_file: str | None = None
+
+
+class SlurmSettings(Strict):
+    partition: str
+    gpus: int = Field(0, ge=0)
+    time: str = "1:00:00"
+    account: str | None = None
+    cpus_per_task: int | None = Field(None, ge=1)
+    mem: str | None = None
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class Node(Strict):
+    host: str | None = None
+    gpus: int | None = Field(None, ge=0)
+    ssh: SshSettings | None = None
+    slurm: SlurmSettings | None = None
+
+    @model_validator(mode="after")
+    def _host_or_slurm(self) -> Node:
+        if self.host is None and self.slurm is None:
+            raise ValueError("a node needs either 'host' or 'slurm'")
+        if self.host is not None and self.slurm is not None:
+            raise ValueError("a node has either 'host' (a fixed machine) or 'slurm' (allocated), not both")
+        if self.slurm is not None and self.gpus is not None and self.gpus != self.slurm.gpus:
+            raise ValueError(f"gpus: {self.gpus} differs from slurm.gpus: {self.slurm.gpus}")
+        if self.slurm is not None and self.ssh is not None:
+            raise ValueError("'ssh' does not apply to a slurm node")
+        return self
+
+    @property
+    def gpu_count(self) -> int:
+        if self.slurm is not None:
+            return self.slurm.gpus
+        return self.gpus or 0
+
+    @property
+    def is_local(self) -> bool:
+        return self.host is not None and self.host in LOCAL_HOSTS
+
+
+class SimSettings(Strict):
+    """How the simulated engine behaves (`engine: sim`); see `ops serve sim --help`."""
+
+    latency_ms: float = Field(20.0, ge=0)
+    prefill_ms_per_token: float = Field(0.0, ge=0)
+    decode_ms_per_token: float = Field(0.0, ge=0)
+    jitter: float = Field(0.0, ge=0, le=1)
+    startup_delay_s: float = Field(0.0, ge=0)
+    fail: str | None = None  # "500:0.05,429:0.02"
+    malformed_rate: float = Field(0.0, ge=0, le=1)
+    hang_rate: float = Field(0.0, ge=0, le=1)
+    crash_after: int | None = Field(None, ge=1)
+    seed: int = 0
+
+    @field_validator("fail")
+    @classmethod
+    def _fail_spec(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        for part in value.split(","):
+            match = re.fullmatch(r"\s*(\d{3})\s*:\s*([0-9.]+)\s*", part)
+            if not match or not 0 <= float(match.group(2)) <= 1:
+                raise ValueError(f"'{part.strip()}' is not STATUS:RATE (e.g. 500:0.05)")
+        return value
+
+
+class ModelSpec(Strict):
+    model: str = Field(min_length=1)
+    engine: Literal["vllm", "sim"] = "vllm"
+    node: str
+    replicas: int = Field(1, ge=1, le=1024)
+    gpus_per_replica: int = Field(1, ge=0)
+    gpus: list[Annotated[int, Field(ge=0)]] | None = None  # explicit GPU indices, in replica order
+    port: Port
+    served_model_name: str | None = None
+    tool_parser: str | None = None
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=1)
+    request_defaults: dict[str, Any] = Field(default_factory=dict)
+    engine_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    sim: SimSettings | None = None
+
+    @property
+    def served_name(self) -> str:
+        return self.served_model_name or self.model
+
+    @property
+    def gpu_count(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+
+class RetrievalService(Strict):
+    kind: Literal["retrieval"]
+    node: str
+    port: Port
+    gpu: int | None = Field(None, ge=0)  # None: the encoder runs on the CPU
+    index_dir: str
+    encoder: str | None = None
+    max_batch_size: int = Field(64, ge=1)
+    max_wait_ms: float = Field(5.0, ge=0)
+    max_queue: int = Field(4096, ge=1)
+    batching: bool = True
+    examples: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Provider(Strict):
+    """An external OpenAI-compatible API. The key is read from `api_key_env` at call time."""
+
+    kind: Literal["openai"] = "openai"
+    model: str
+    base_url: str
+    api_key_env: str | None = None
+    max_concurrency: int = Field(32, ge=1)
+    request_defaults: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(f"'{value}' is not an environment variable name (the key itself never goes here)")
+        return value
+
+
+class Topology(Strict):
+    name: str
+    backend: Literal["local", "tmux", "slurm"] = "local"
+    defaults: Defaults = Field(default_factory=Defaults)
+    nodes: dict[str, Node] = Field(min_length=1)
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
+    services: dict[str, RetrievalService] = Field(default_factory=dict)
+    providers: dict[str, Provider] = Field(default_factory=dict)
+    roles: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not TOPOLOGY_NAME.match(value):
+            raise ValueError(f"'{value}' must be letters, digits, '.', '_' or '-' (it names a directory)")
+        return value
+
+    @field_validator("nodes", "models", "services", "providers")
+    @classmethod
+    def _keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not KEY_NAME.match(str(key)):
+                raise ValueError(f"'{key}' must be letters, digits, '.', '_' or '-'")
+        return value
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read, validate and check a topology file; raise TopologyError listing every problem."""
+    source = Path(path)
+    doc = load_positioned(source)
+    return validate_topology(doc)
+
+
+def validate_topology(doc: PositionedYaml) -> Topology:
+    """Validate an already parsed document (used by tests that mutate topologies in memory)."""
+    from orchestra_ops.checks import check_topology  # the checks import this module's models
+
+    problems: list[str] = []
+    if not isinstance(doc.data, dict):
+        raise TopologyError([f"{doc.source}:1: the top level must be a mapping (name:, nodes:, models: …)"])
+    problems.extend(_secret_key_problems(doc))
+    try:
+        topology = Topology.model_validate(doc.data)
+    except ValidationError as exc:
+        problems.extend(_describe(doc, err) for err in exc.errors())
+        raise TopologyError(sorted(set(problems), key=_line_order)) from None
+    problems.extend(doc.where(path, message) for path, message in check_topology(topology))
+    if problems:
+        raise TopologyError(sorted(set(problems), key=_line_order))
+    return topology
+
+
+def _line_order(problem: str) -> tuple[int, str]:
+    match = re.match(r"^.*?:(\d+): ", problem)
+    return (int(match.group(1)) if match else 0, problem)
+
+
+def _secret_key_problems(doc: PositionedYaml) -> list[str]:
+    """A key written into the topology is refused outright, before anything else is said."""
+    providers = doc.data.get("providers") if isinstance(doc.data, dict) else None
+    problems = []
+    if isinstance(providers, dict):
+        for name, body in providers.items():
+            if isinstance(body, dict) and "api_key" in body:
+                problems.append(
+                    doc.where(
+                        ("providers", name, "api_key"),
+                        "never put a key in the topology; name its environment variable with api_key_env",
+                    )
+                )
+    return problems
+
+
+def _describe(doc: PositionedYaml, err: Any) -> str:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        valid = ", ".join(_fields_at(loc[:-1])) or "none"
+        return doc.where(loc, f"unknown key '{loc[-1]}'; valid keys: {valid}")
+    if kind == "missing":
+        return doc.where(loc, "required")
+    if kind == "literal_error":
+        return doc.where(loc, f"{_input(err)} is not one of {err['ctx']['expected']}")
+    message = str(err["msg"])
+    message = message.removeprefix("Value error, ")
+    if kind in {"int_parsing", "float_parsing", "bool_parsing", "string_type", "int_type", "dict_type",
+                "list_type", "model_type", "greater_than_equal", "less_than_equal", "greater_than",
+                "less_than", "too_short", "int_from_float"}:
+        message = f"{message} (got {_input(err)})"
+    return doc.where(loc, message)
+
+
+def _input(err: Any) -> str:
+    value = err.get("input")
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The valid keys of the model found at `loc` in the schema (for 'unknown key' errors)."""
+    model: Any = Topology
+    for part in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(str(part))
+            if field is None:
+                return []
+            model = _unwrap(field.annotation)
+        elif getattr(model, "__origin__", None) is dict:
+            model = _unwrap(model.__args__[1])
+        elif getattr(model, "__origin__", None) is list:
+            model = _unwrap(model.__args__[0])
+        else:
+            return []
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional/Annotated so `_fields_at` can keep walking."""
+    args = getattr(annotation, "__args__", None)
+    if args and getattr(annotation, "__origin__", None) not in (dict, list):
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if models:
+            return models[0]
+    return annotation

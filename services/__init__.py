@@ -1,0 +1,1 @@
+"""Servers the CLI launches: the simulated engine (simllm) and the retrieval server."""

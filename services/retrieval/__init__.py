@@ -1,0 +1,1 @@
+"""The micro-batching retrieval server (`ops serve retrieval`, `ops index build`)."""

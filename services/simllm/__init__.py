@@ -1,0 +1,1 @@
+"""The simulated engine: an OpenAI-compatible vLLM stand-in (`ops serve sim`)."""

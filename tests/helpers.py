@@ -1,0 +1,80 @@
+"""Helpers every test tier shares: free ports, running `ops` as a real subprocess, stopping by pid."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+OPS = [sys.executable, "-m", "orchestra_ops"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def free_port_block(count: int) -> int:
+    """The first of `count` consecutive free ports (for replicas at port, port+1, …)."""
+    for _ in range(200):
+        first = free_port()
+        if first + count > 65535:
+            continue
+        if all(_port_free(first + offset) for offset in range(count)):
+            return first
+    raise RuntimeError(f"no block of {count} free ports found")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
+    """Block until something accepts connections on host:port (or raise TimeoutError)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout} s")
+
+
+def run_ops(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+            timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `ops ARGS` as a real subprocess and capture its output."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*OPS, *args], env=full_env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, input=input, check=False)
+
+
+def kill_tree(pid: int, timeout: float = 5.0) -> None:
+    """SIGTERM a process we started and all its descendants, then SIGKILL what is left."""
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    procs = [*parent.children(recursive=True), parent]
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=timeout)
