@@ -14,3 +14,24 @@ def ops_home() -> Path:
 def topology_dir(name: str) -> Path:
     """`.ops/<topology name>/`: state.json, model_config.json and logs of one topology."""
     return ops_home() / name
+
+
+def state_path(name: str) -> Path:
+    """`.ops/<name>/state.json`: what `ops up` started (written by orchestra_ops.state)."""
+    return topology_dir(name) / "state.json"
+
+
+def endpoints_path(name: str) -> Path:
+    """`.ops/<name>/model_config.json`: the endpoints file `ops up` writes once every process serves."""
+    return topology_dir(name) / "model_config.json"
+
+
+def latest_topology_name() -> str | None:
+    """The topology whose state.json changed last (the one commands default to), or None."""
+    home = ops_home()
+    if not home.is_dir():
+        return None
+    states = [p for p in home.glob("*/state.json") if p.is_file()]
+    if not states:
+        return None
+    return max(states, key=lambda p: p.stat().st_mtime).parent.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
-    Console(soft_wrap=True).print(table)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def stderr_console() -> Console:
