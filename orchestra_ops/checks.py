@@ -59,8 +59,7 @@ def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
     for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _names, _slurm):
         problems.extend(check(topology))
-    if not any(path[:1] == ("nodes",) or path[-1:] == ("node",) for path, _ in problems):
-        problems.extend(place_gpus(topology)[1])
+    problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     return problems
 
 

@@ -212,7 +212,8 @@ def validate_topology(doc: PositionedYaml) -> Topology:
     try:
         topology = Topology.model_validate(doc.data)
     except ValidationError as exc:
-        problems.extend(_describe(doc, err) for err in exc.errors())
+        errors = [err for err in exc.errors() if not _is_secret_key_error(err)]
+        problems.extend(_describe(doc, err) for err in errors)
         raise TopologyError(sorted(set(problems), key=_line_order)) from None
     problems.extend(doc.where(path, message) for path, message in check_topology(topology))
     if problems:
@@ -241,6 +242,11 @@ def _secret_key_problems(doc: PositionedYaml) -> list[str]:
     return problems
 
 
+def _is_secret_key_error(err: Any) -> bool:
+    loc = tuple(err["loc"])
+    return err["type"] == "extra_forbidden" and len(loc) == 3 and loc[0] == "providers" and loc[2] == "api_key"
+
+
 def _describe(doc: PositionedYaml, err: Any) -> str:
     loc = tuple(err["loc"])
     kind = err["type"]
@@ -251,6 +257,8 @@ def _describe(doc: PositionedYaml, err: Any) -> str:
         return doc.where(loc, "required")
     if kind == "literal_error":
         return doc.where(loc, f"{_input(err)} is not one of {err['ctx']['expected']}")
+    if loc and loc[-1] == "port" and kind in {"less_than_equal", "greater_than_equal"}:
+        return doc.where(loc, f"port {_input(err)} is outside 1-65535")
     message = str(err["msg"])
     message = message.removeprefix("Value error, ")
     if kind in {"int_parsing", "float_parsing", "bool_parsing", "string_type", "int_type", "dict_type",

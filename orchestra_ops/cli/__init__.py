@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from orchestra_ops import __version__
-from orchestra_ops.errors import Interrupted, OpsError
+from orchestra_ops.errors import Interrupted, OpsError, TopologyError
 
 # command name -> "module:attribute" (modules under orchestra_ops.cli)
 COMMANDS: dict[str, str] = {
@@ -51,6 +51,10 @@ class OpsGroup(click.Group):
 
 def report_error(exc: OpsError) -> None:
     """Print an OpsError the way every command does: `error: …`, one line per problem."""
+    if isinstance(exc, TopologyError):  # compiler style: one FILE:LINE: path: message per line
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        return
     lines = str(exc).splitlines() or [type(exc).__name__]
     click.echo(f"error: {lines[0]}", err=True)
     for line in lines[1:]:
