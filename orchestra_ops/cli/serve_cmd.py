@@ -7,7 +7,10 @@ import importlib
 import click
 
 # subcommand -> "module:attribute" under orchestra_ops.cli
-SERVE_COMMANDS: dict[str, str] = {}
+SERVE_COMMANDS: dict[str, str] = {
+    "sim": "serve_sim:sim",
+    "retrieval": "serve_retrieval:retrieval",
+}
 
 
 class LazyServeGroup(click.Group):

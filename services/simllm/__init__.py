@@ -1,1 +1,13 @@
-"""The simulated engine: an OpenAI-compatible vLLM stand-in (`ops serve sim`)."""
+"""The simulated engine: an OpenAI-compatible vLLM stand-in (`ops serve sim`).
+
+Modules, each small:
+
+    config.py   SimConfig (every option, validated) and the --fail spec parser
+    rules.py    what it answers (orchestrator / expert / judge) and whether an answer is right:
+                pure functions of the request, documented there; tests import them for exact scores
+    faults.py   FaultPlan: error statuses, hangs, malformed judge JSON, jitter; deterministic per seed
+    metrics.py  SimMetrics: vLLM's gauges and counters plus sim_max_requests_in_flight, as Prometheus text
+    app.py      the aiohttp.web server (health, models, chat completions JSON/SSE, metrics) and serve()
+
+Only app.py imports aiohttp; the CLI imports it inside `ops serve sim`.
+"""

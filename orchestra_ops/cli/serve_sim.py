@@ -1,0 +1,59 @@
+"""`ops serve sim`: the simulated engine, a vLLM stand-in on the wire (services/simllm)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from orchestra_ops.errors import ConfigError
+
+_RATE = click.FloatRange(0.0, 1.0)
+_NONNEG = click.FloatRange(min=0.0)
+
+
+@click.command("sim")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(1, 65535), required=True, help="Port to bind.")
+@click.option("--model", required=True, help="The served model name (requests must use it).")
+@click.option("--max-model-len", type=click.IntRange(min=1), default=32768, show_default=True,
+              help="Context length; longer prompts get vLLM's 400.")
+@click.option("--latency-ms", type=_NONNEG, default=20.0, show_default=True,
+              help="Fixed latency per request.")
+@click.option("--prefill-ms-per-token", type=_NONNEG, default=0.0, show_default=True)
+@click.option("--decode-ms-per-token", type=_NONNEG, default=0.0, show_default=True)
+@click.option("--jitter", type=_RATE, default=0.0, show_default=True,
+              help="Latency scaled by a uniform factor in [1-jitter, 1+jitter].")
+@click.option("--startup-delay-s", type=_NONNEG, default=0.0, show_default=True,
+              help="Seconds before the port is bound.")
+@click.option("--fail", "fail_spec", default=None, metavar="STATUS:RATE[,…]",
+              help="Injected error rates, e.g. 500:0.05,429:0.02 (429 carries Retry-After).")
+@click.option("--malformed-rate", type=_RATE, default=0.0, show_default=True,
+              help="Fraction of judge answers that are not valid JSON.")
+@click.option("--hang-rate", type=_RATE, default=0.0, show_default=True,
+              help="Fraction of requests never answered.")
+@click.option("--crash-after", type=click.IntRange(min=1), default=None,
+              help="Exit (status 1) right after answering this many chat requests.")
+@click.option("--retry-after-s", type=_NONNEG, default=1.0, show_default=True,
+              help="The Retry-After of injected 429s.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of faults and jitter.")
+def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float, prefill_ms_per_token: float,
+        decode_ms_per_token: float, jitter: float, startup_delay_s: float, fail_spec: str | None,
+        malformed_rate: float, hang_rate: float, crash_after: int | None, retry_after_s: float,
+        seed: int) -> None:
+    """Serve a simulated OpenAI-compatible model (health, models, chat completions, metrics)."""
+    from orchestra_ops.services.simllm.config import SimConfig, parse_fail_spec
+
+    try:
+        fail = parse_fail_spec(fail_spec)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--fail: "), param_hint="'--fail'") from exc
+    config = SimConfig(model=model, host=host, port=port, max_model_len=max_model_len, latency_ms=latency_ms,
+                       prefill_ms_per_token=prefill_ms_per_token, decode_ms_per_token=decode_ms_per_token,
+                       jitter=jitter, startup_delay_s=startup_delay_s, fail=fail,
+                       malformed_rate=malformed_rate, hang_rate=hang_rate, crash_after=crash_after,
+                       seed=seed, retry_after_s=retry_after_s)
+    logging.getLogger("orchestra_ops.services.simllm").setLevel(logging.INFO)
+    from orchestra_ops.services.simllm.app import serve
+
+    serve(config)

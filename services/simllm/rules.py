@@ -1,0 +1,305 @@
+r"""What the simulated engine answers: pure functions of the request body (no I/O, no randomness).
+
+Tests import these to know the exact answer, and so the exact score, an eval over the sim gets.
+
+Rules
+-----
+*Text of a message*: its ``content`` (a string, or the ``text`` of each content part joined by
+newlines). *The question* of a request is the text of its first ``user`` message.
+
+*Answer token*: ``answer_token(question) = "sim-" + sha256(" ".join(question.split()))[:8]``
+(whitespace is collapsed first). A token is *right* iff ``int(token[4:12], 16) % 100 < RIGHT_PERCENT``
+(60), so ``answer_is_right(question)`` tells whether the sim will be graded right on a sample, and
+about 60 % of samples are. Right or wrong never depends on ``--seed`` (the seed drives faults and
+jitter only).
+
+*Role* (first match wins):
+
+1. **judge** when the request text (messages and ``response_format``) mentions
+   ``extracted_final_answer`` (HLE judge) or ``criteria_met`` (rubric judge). The verdict is
+   ``token_is_right(T)`` for the last answer token ``T`` in the prompt (the graded response, which
+   the sim wrote), else ``answer_is_right`` of the HLE ``[question]: …`` block, else of the question.
+   HLE: ``{"extracted_final_answer": T or "None", "reasoning": …, "correct": "yes"|"no",
+   "confidence": 90|20}``. Rubric: ``{"explanation": …, "criteria_met": true|false}`` (the same
+   verdict for every rubric item of a sample). ``--malformed-rate`` makes a judge answer a cut-off,
+   invalid JSON instead.
+2. **orchestrator** when the request has ``tools`` and ``tool_choice`` is not ``"none"``. Let
+   ``R = orchestrator_rounds(question)`` (1..3) and ``done`` the number of assistant messages
+   with ``tool_calls`` so far. While ``done < R`` it calls the non-answer tools in the order given,
+   cycling (``tools[done % n]``); then it calls the ``answer`` tool (the first tool whose name
+   contains "answer"); with no such tool it answers in text like an expert. A named
+   ``tool_choice`` always calls that tool. Arguments follow each tool's JSON schema (required
+   properties, else all): an answer-like string property (answer, final_answer, response, content,
+   text) gets the answer token, other strings the question (first 200 chars), an enum
+   ``enum[(h + done) % len]`` (h from the question's hash), integers 1, numbers 1.0, booleans true,
+   arrays [], objects {}.
+3. **expert** otherwise: a short reasoning text ending ``The final answer is \boxed{T}.`` where T
+   is the last answer token already in the prompt (so a token passed along by an orchestrator
+   survives), else ``answer_token(question)``.
+
+*Usage*: ``estimate_tokens(text) = ceil(len(text) / 4)``; prompt tokens are the estimate over
+every message's text and tool-call arguments, plus 4 per message, plus the ``tools`` JSON.
+Completion tokens are the estimate over the answer text and tool-call arguments (at least 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+RIGHT_PERCENT = 60
+TOKEN_RE = re.compile(r"sim-[0-9a-f]{8}")
+_HLE_QUESTION_RE = re.compile(r"\[question\]:\s*(.*?)\s*\[response\]:", re.DOTALL)
+_ANSWER_PROPS = ("answer", "final_answer", "response", "content", "text")
+
+JUDGE_HLE = "judge_hle"
+JUDGE_RUBRIC = "judge_rubric"
+ORCHESTRATOR = "orchestrator"
+EXPERT = "expert"
+
+
+@dataclass
+class Reply:
+    """What the model says: text and/or tool calls (each `{"name", "arguments"}` with JSON-string args)."""
+
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
+    judge: bool = False
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+def answer_token(question: str) -> str:
+    """The answer the sim gives for a question: `sim-` + 8 hex digits of its hash."""
+    return "sim-" + _digest(question)[:8]
+
+
+def token_is_right(token: str) -> bool:
+    """Whether a judge grades this answer token as right."""
+    return int(token[4:12], 16) % 100 < RIGHT_PERCENT
+
+
+def answer_is_right(question: str) -> bool:
+    """Whether the sim's answer to this question is graded right (about RIGHT_PERCENT % are)."""
+    return token_is_right(answer_token(question))
+
+
+def orchestrator_rounds(question: str) -> int:
+    """How many rounds of (non-answer) tool calls the orchestrator makes before answering: 1..3."""
+    return 1 + int(_digest(question)[8:10], 16) % 3
+
+
+def estimate_tokens(text: str) -> int:
+    """The documented token estimate: one token per 4 characters, rounded up."""
+    return (len(text) + 3) // 4
+
+
+def message_text(message: Any) -> str:
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content
+                         if isinstance(part, dict) and part.get("text") is not None)
+    return ""
+
+
+def question_of(messages: list[Any]) -> str:
+    """The text of the first user message ('' if there is none)."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """Estimated prompt tokens of a chat request (see the module docstring)."""
+    messages = body.get("messages") or []
+    chars = 0
+    for message in messages:
+        chars += len(message_text(message))
+        if isinstance(message, dict):
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    chars += len(str(function.get("arguments", ""))) + len(str(function.get("name", "")))
+    total = (chars + 3) // 4 + 4 * len(messages)
+    tools = body.get("tools")
+    if tools:
+        total += estimate_tokens(json.dumps(tools, separators=(",", ":")))
+    return total
+
+
+def completion_tokens(reply: Reply) -> int:
+    chars = len(reply.content or "")
+    for call in reply.tool_calls:
+        chars += len(call["arguments"]) + len(call["name"])
+    return max(1, (chars + 3) // 4)
+
+
+def classify(body: dict[str, Any]) -> str:
+    """The role the sim plays for this request: judge_hle, judge_rubric, orchestrator or expert."""
+    messages = body.get("messages") or []
+    texts = [message_text(m) for m in messages]
+    response_format = body.get("response_format")
+    if response_format:
+        texts.append(json.dumps(response_format))
+    for text in texts:
+        if "extracted_final_answer" in text:
+            return JUDGE_HLE
+    for text in texts:
+        if "criteria_met" in text:
+            return JUDGE_RUBRIC
+    if body.get("tools") and body.get("tool_choice") != "none":
+        return ORCHESTRATOR
+    return EXPERT
+
+
+def _last_token(messages: list[Any], roles: tuple[str, ...] | None = None) -> str | None:
+    for message in reversed(messages):
+        if roles is not None and (not isinstance(message, dict) or message.get("role") not in roles):
+            continue
+        found = TOKEN_RE.findall(message_text(message))
+        if found:
+            return str(found[-1])
+    return None
+
+
+def respond(body: dict[str, Any]) -> Reply:
+    """The sim's deterministic answer to a chat-completions request body."""
+    messages = body.get("messages") or []
+    role = classify(body)
+    if role in (JUDGE_HLE, JUDGE_RUBRIC):
+        return _judge(role, messages)
+    if role == ORCHESTRATOR:
+        return _orchestrate(body, messages)
+    return _expert(messages)
+
+
+def expert_text(token: str) -> str:
+    return ("Let me work through this step by step. I restate the problem, check the relevant facts, "
+            "and rule out the alternatives that do not fit.\n"
+            f"The final answer is \\boxed{{{token}}}.")
+
+
+def _expert(messages: list[Any]) -> Reply:
+    token = _last_token(messages, ("user", "tool", "system")) or answer_token(question_of(messages))
+    return Reply(EXPERT, expert_text(token))
+
+
+def judge_verdict(messages: list[Any]) -> tuple[bool, str | None]:
+    """(right, graded token or None) for a judge request's messages."""
+    token = _last_token(messages)
+    if token is not None:
+        return token_is_right(token), token
+    prompt = "\n".join(message_text(m) for m in messages)
+    match = _HLE_QUESTION_RE.search(prompt)
+    question = match.group(1) if match else question_of(messages)
+    return answer_is_right(question), None
+
+
+def _judge(role: str, messages: list[Any]) -> Reply:
+    right, token = judge_verdict(messages)
+    if role == JUDGE_HLE:
+        verdict: dict[str, Any] = {
+            "extracted_final_answer": token or "None",
+            "reasoning": ("The extracted answer matches the correct answer." if right
+                          else "The extracted answer does not match the correct answer."),
+            "correct": "yes" if right else "no",
+            "confidence": 90 if right else 20,
+        }
+    else:
+        verdict = {
+            "explanation": ("The response meets the criterion." if right
+                            else "The response does not meet the criterion."),
+            "criteria_met": right,
+        }
+    return Reply(role, json.dumps(verdict), judge=True)
+
+
+def malformed(reply: Reply) -> Reply:
+    """A judge answer cut off mid-JSON (what `--malformed-rate` serves)."""
+    text = reply.content or "{}"
+    return Reply(reply.role, text[: max(1, len(text) // 2)], judge=True)
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        if isinstance(function, dict):
+            return str(function.get("name", ""))
+    return ""
+
+
+def _schema_args(tool: Any, question: str, token: str, salt: int) -> dict[str, Any]:
+    function = tool.get("function") if isinstance(tool, dict) else None
+    params = function.get("parameters") if isinstance(function, dict) else None
+    props = params.get("properties") if isinstance(params, dict) else None
+    if not isinstance(props, dict):
+        return {}
+    required = params.get("required") if isinstance(params, dict) else None
+    names = [n for n in required if n in props] if isinstance(required, list) and required else list(props)
+    args: dict[str, Any] = {}
+    for name in names:
+        schema = props[name] if isinstance(props[name], dict) else {}
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "string")
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            args[name] = schema["enum"][salt % len(schema["enum"])]
+        elif kind == "integer":
+            args[name] = 1
+        elif kind == "number":
+            args[name] = 1.0
+        elif kind == "boolean":
+            args[name] = True
+        elif kind == "array":
+            args[name] = []
+        elif kind == "object":
+            args[name] = {}
+        elif name.lower() in _ANSWER_PROPS:
+            args[name] = token
+        else:
+            args[name] = question[:200]
+    return args
+
+
+def _call(tool: Any, question: str, token: str, salt: int) -> dict[str, str]:
+    args = _schema_args(tool, question, token, salt)
+    return {"name": _tool_name(tool), "arguments": json.dumps(args)}
+
+
+def _orchestrate(body: dict[str, Any], messages: list[Any]) -> Reply:
+    tools = [t for t in body.get("tools") or [] if _tool_name(t)]
+    question = question_of(messages)
+    token = answer_token(question)
+    done = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+               and m.get("tool_calls"))
+    salt = int(_digest(question)[10:14], 16) + done
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        wanted = str((choice.get("function") or {}).get("name", ""))
+        named = [t for t in tools if _tool_name(t) == wanted]
+        if named:
+            return Reply(ORCHESTRATOR, None, [_call(named[0], question, token, salt)])
+    answer_tools = [t for t in tools if "answer" in _tool_name(t).lower()]
+    other_tools = [t for t in tools if t not in answer_tools]
+    if other_tools and done < orchestrator_rounds(question):
+        return Reply(ORCHESTRATOR, None, [_call(other_tools[done % len(other_tools)], question, token, salt)])
+    if answer_tools:
+        return Reply(ORCHESTRATOR, None, [_call(answer_tools[0], question, token, salt)])
+    if choice == "required" and tools:
+        return Reply(ORCHESTRATOR, None, [_call(tools[done % len(tools)], question, token, salt)])
+    return Reply(ORCHESTRATOR, expert_text(token))
