@@ -1,0 +1,73 @@
+"""`ops up TOPOLOGY`: launch every process, wait until all serve, write the endpoints file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from orchestra_ops.cli.render import stderr_console
+from orchestra_ops.errors import Interrupted
+from orchestra_ops.fleet import Progress, UpOptions
+from orchestra_ops.fleet import up as fleet_up
+
+
+class _ProgressLine:
+    """Live progress on stderr: a spinner on a terminal, one line per change otherwise."""
+
+    def __init__(self) -> None:
+        self.console = stderr_console()
+        self.status = self.console.status("launching…") if self.console.is_terminal else None
+        self.last: tuple[int, str] | None = None
+
+    def __enter__(self) -> _ProgressLine:
+        if self.status is not None:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def __call__(self, progress: Progress) -> None:
+        slowest = ", ".join(f"{name} {state}" for name, state, _ in progress.pending[:3])
+        more = f" +{len(progress.pending) - 3}" if len(progress.pending) > 3 else ""
+        text = f"{progress.ready}/{progress.total} ready"
+        text += f"; waiting on {slowest}{more}" if slowest else ""
+        if self.status is not None:
+            self.status.update(f"{text} ({progress.elapsed_s:.0f} s)")
+        elif self.last != (progress.ready, slowest):
+            self.last = (progress.ready, slowest)
+            self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False)
+
+
+@click.command()
+@click.argument("topology", type=click.Path(dir_okay=False))
+@click.option("--backend", type=click.Choice(["local", "tmux"]), help="Override the topology's backend.")
+@click.option("--timeout", type=float, help="Seconds to wait for readiness (default: ready_timeout_s).")
+@click.option("--no-wait", is_flag=True, help="Launch and return; do not wait for readiness.")
+@click.option("--replace", is_flag=True, help="Stop the running fleet of this topology first.")
+@click.option("--keep-on-failure", is_flag=True, help="Leave the other processes running if one fails.")
+@click.option("--endpoints-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the endpoints file here.")
+@click.option("--tmux-socket", help="tmux server socket name (tmux -L NAME) for the tmux backend.")
+def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool, replace: bool,
+       keep_on_failure: bool, endpoints_out: Path | None, tmux_socket: str | None) -> None:
+    """Launch every process of TOPOLOGY, wait until all are serving, write the endpoints file."""
+    console = stderr_console()
+    options = UpOptions(backend=backend, timeout_s=timeout, wait=not no_wait, replace=replace,
+                        keep_on_failure=keep_on_failure, endpoints_out=endpoints_out, tmux_socket=tmux_socket)
+    try:
+        with _ProgressLine() as progress:
+            result = fleet_up(topology, options, on_progress=progress,
+                              on_warning=lambda message: console.print(f"warning: {message}", highlight=False))
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted; whatever was launched is left running (`ops status`, `ops down`)") from None
+    state = result.state
+    if result.ready_s is not None:
+        console.print(f"{state.name}: {len(state.processes)} processes ready in {result.ready_s:.1f} s "
+                      f"(backend {state.backend})", highlight=False)
+    else:
+        console.print(f"{state.name}: {len(state.processes)} processes launched; not waiting "
+                      "(check with `ops health`)", highlight=False)
+    click.echo(str(result.endpoints_file))

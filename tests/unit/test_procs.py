@@ -1,0 +1,120 @@
+"""procs: process identity by start time, group kill with escalation, port holders, open-file limits."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from orchestra_ops import procs
+from tests.helpers import free_port, kill_tree
+
+# A parent that ignores SIGTERM, with a child in its group that also ignores it, and prints both pids.
+STUBBORN = textwrap.dedent("""
+    import signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    print(child.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[str]]]:
+    children: list[subprocess.Popen[str]] = []
+    yield children
+    for child in children:
+        kill_tree(child.pid)
+        child.wait(timeout=10)
+
+
+def _spawn(started: list[subprocess.Popen[str]], code: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    started.append(child)
+    return child
+
+
+def test_identity_needs_the_same_start_time(started: list[subprocess.Popen[str]]) -> None:
+    child = _spawn(started, "import time; time.sleep(600)")
+    created = procs.start_time(child.pid)
+    assert procs.is_alive(child.pid, created)
+    assert not procs.is_alive(child.pid, created - 5)  # a recycled pid is not our process
+    child.kill()
+    child.wait()
+    assert not procs.is_alive(child.pid, created)
+
+
+def test_zombie_counts_as_gone(started: list[subprocess.Popen[str]]) -> None:
+    child = _spawn(started, "pass")
+    created = procs.start_time(child.pid)
+    for _ in range(200):
+        if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.05)
+    assert not procs.is_alive(child.pid, created)
+
+
+def test_terminate_escalates_to_sigkill_for_the_whole_group(started: list[subprocess.Popen[str]]) -> None:
+    parent = _spawn(started, STUBBORN)
+    assert parent.stdout is not None
+    child_pid = int(parent.stdout.readline())
+    leader = psutil.Process(parent.pid)
+    members = procs.group_members(parent.pid, parent.pid, leader.create_time())
+    assert {p.pid for p in members} == {parent.pid, child_pid}
+    result = procs.terminate(procs.process_tree(leader), [parent.pid], timeout=0.5)
+    assert {p.pid for p in result.killed} == {parent.pid, child_pid}
+    assert result.survivors == []
+    parent.wait(timeout=10)
+    assert not psutil.pid_exists(child_pid) or psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_terminate_never_signals_a_group_none_of_ours_is_in(started: list[subprocess.Popen[str]]) -> None:
+    bystander = _spawn(started, "import time; time.sleep(600)")
+    ours = _spawn(started, "import time; time.sleep(600)")
+    result = procs.terminate([psutil.Process(ours.pid)], [bystander.pid], timeout=5)
+    assert [p.pid for p in result.terminated] == [ours.pid]
+    assert bystander.poll() is None
+
+
+def test_port_holder_names_the_listening_pid() -> None:
+    port = free_port()
+    assert procs.port_holder("127.0.0.1", port) is None
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        holder = procs.port_holder("127.0.0.1", port)
+        assert holder is not None and holder.pid == os.getpid()
+        assert holder.describe() == f"port {port} is held by pid {os.getpid()} ({psutil.Process().name()})"
+        assert procs.listeners([port])[port].pid == os.getpid()
+
+
+def test_nofile_limit_is_capped_at_the_hard_limit_with_a_warning() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip("no hard open-file limit here")
+    capped = procs.nofile_limit(hard + 1000)
+    assert capped.effective == hard and capped.capped
+    warning = capped.warning()
+    assert warning is not None and str(hard) in warning
+    fine = procs.nofile_limit(1024)
+    assert fine.effective == 1024 and fine.warning() is None
+
+
+def test_soft_nofile_is_inherited_and_restored() -> None:
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with procs.soft_nofile(1100):
+        out = subprocess.run([sys.executable, "-c",
+                              "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"],
+                             capture_output=True, text=True, check=True).stdout
+    assert int(out) == 1100
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == before

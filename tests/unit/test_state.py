@@ -1,0 +1,106 @@
+"""state.json: round trip, atomic writes, errors that name the file, which topology is "latest"."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestra_ops.errors import StateError
+from orchestra_ops.paths import latest_topology_name, state_path
+from orchestra_ops.state import FleetState, ProcessRecord, Status, read_state, resolve_name, write_state
+
+
+@pytest.fixture(autouse=True)
+def ops_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OPS_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _record(name: str = "m/0", pid: int = 4242) -> ProcessRecord:
+    return ProcessRecord(name=name, group="m", kind="sim", pid=pid, pgid=pid, sid=pid, create_time=1700000000.25,
+                         host="127.0.0.1", port=18100, log="/tmp/m-0.log", argv=["ops", "serve", "sim"],
+                         env={"PYTHONUNBUFFERED": "1"}, served_model_name="sim/m", endpoint_key="sim/m")
+
+
+def _state(name: str = "t", status: Status = "up") -> FleetState:
+    return FleetState(name=name, topology_file=f"/abs/{name}.yaml", backend="local", status=status,
+                      started_at=1700000000.0, cwd="/abs", processes=[_record(), _record("m/1", 4243)])
+
+
+def test_round_trip_keeps_every_field() -> None:
+    state = _state()
+    path = write_state(state)
+    assert path == state_path("t")
+    assert read_state("t") == state
+    raw = json.loads(path.read_text())
+    assert raw["name"] == "t" and raw["status"] == "up" and raw["topology_file"] == "/abs/t.yaml"
+    assert raw["processes"][0]["create_time"] == 1700000000.25
+
+
+def test_unknown_fields_from_a_newer_version_are_ignored() -> None:
+    raw = _state().to_json()
+    raw["future"] = 1
+    raw["processes"][0]["future"] = 2
+    state_path("t").parent.mkdir(parents=True)
+    state_path("t").write_text(json.dumps(raw))
+    assert read_state("t").processes[0].name == "m/0"
+
+
+def test_write_is_atomic_no_temp_files_left() -> None:
+    write_state(_state())
+    write_state(_state().with_status("down"))
+    assert sorted(p.name for p in state_path("t").parent.iterdir()) == ["state.json"]
+    assert read_state("t").status == "down"
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"name": "t"}', "not a state file this version understands"),
+])
+def test_read_errors_name_the_file(content: str, fragment: str) -> None:
+    path = state_path("t")
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    with pytest.raises(StateError) as info:
+        read_state("t")
+    assert str(path) in str(info.value) and fragment in str(info.value)
+
+
+def test_missing_state_is_a_state_error() -> None:
+    with pytest.raises(StateError, match="no state"):
+        read_state("nope")
+
+
+def test_latest_counts_only_topologies_that_are_up() -> None:
+    assert latest_topology_name() is None
+    write_state(_state("old"))
+    write_state(_state("new"))
+    os.utime(state_path("old"), (time.time() - 100, time.time() - 100))
+    assert latest_topology_name() == "new"
+    write_state(_state("new", status="down"))
+    assert latest_topology_name() == "old"
+    assert latest_topology_name(up_only=False) == "new"
+    assert resolve_name(None) == "old"
+    assert resolve_name("explicit") == "explicit"
+
+
+def test_resolve_name_without_any_up_topology() -> None:
+    write_state(_state("gone", status="down"))
+    with pytest.raises(StateError, match="no topology is up"):
+        resolve_name(None)
+    assert resolve_name(None, up_only=False) == "gone"
+
+
+def test_by_name_lists_known_processes() -> None:
+    with pytest.raises(StateError, match="m/0, m/1"):
+        _state().by_name("x/9")
+
+
+def test_reproduce_is_quoted() -> None:
+    record = _record()
+    assert record.reproduce == "env PYTHONUNBUFFERED=1 ops serve sim"
