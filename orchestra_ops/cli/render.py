@@ -29,4 +29,4 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 
 def stderr_console() -> Console:
     """A console on stderr for progress and warnings, so stdout stays clean for data."""
-    return Console(stderr=True)
+    return Console(stderr=True, width=None if sys.stderr.isatty() else 200)

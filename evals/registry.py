@@ -1,0 +1,22 @@
+"""Suites by name, imported only when asked for (`ops eval hle` never imports the chat suite)."""
+
+from __future__ import annotations
+
+import importlib
+
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.runner.suite import Suite
+
+# suite name -> "module:factory" under orchestra_ops.evals; a later suite adds one line here
+SUITES: dict[str, str] = {
+    "chat": "chat:ChatSuite",
+}
+
+
+def load_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise ConfigError(f"unknown suite '{name}'; suites: {', '.join(sorted(SUITES))}")
+    module_name, attr = SUITES[name].split(":")
+    module = importlib.import_module(f"orchestra_ops.evals.{module_name}")
+    suite: Suite = getattr(module, attr)()
+    return suite

@@ -1,0 +1,34 @@
+"""`ops eval-status RUN_DIR`: done, failed (by error type) and missing samples of a run."""
+
+from __future__ import annotations
+
+import click
+
+from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.runner.status import run_status, write_samples
+
+
+@click.command("eval-status")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--missing-out", type=click.Path(dir_okay=False), help="Write the missing samples here (JSONL).")
+def eval_status(run_dir: str, as_json: bool, missing_out: str | None) -> None:
+    """How far the run in RUN_DIR got: ok, failed by error type, missing (against its dataset)."""
+    status = run_status(run_dir)
+    if missing_out:
+        write_samples(missing_out, status.missing_samples)
+    if as_json:
+        echo_json(status.to_json())
+        return
+    missing = "?" if status.missing is None else str(status.missing)
+    rows: list[tuple[str, str]] = [("dataset", f"{status.dataset or '?'} ({status.dataset_size or '?'} samples)"),
+                                   ("ok", str(status.ok)), ("failed", str(status.failed))]
+    rows += [(f"  {kind}", str(count)) for kind, count in status.failed_by_type.items()]
+    rows.append(("missing", missing))
+    if status.extra:
+        rows.append(("not in dataset", str(status.extra)))
+    if status.bad_lines:
+        rows.append(("unreadable lines", str(status.bad_lines)))
+    print_table(f"run {status.run_dir}", ["", "count"], rows)
+    if missing_out:
+        click.echo(f"wrote {len(status.missing_samples)} missing sample(s) to {missing_out}")

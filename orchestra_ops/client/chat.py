@@ -1,0 +1,204 @@
+"""ModelClient: one chat-completions call with the model's defaults, its context limit and retries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestra_ops.client.errors import CallError, TransportError
+from orchestra_ops.client.pool import Outcome, ReplicaPool
+from orchestra_ops.client.replica import Replica
+from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_retry_after
+from orchestra_ops.client.tokens import estimate_prompt_tokens
+
+Message = Mapping[str, Any]
+
+
+@dataclass
+class ChatResult:
+    content: str | None
+    message: dict[str, Any]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    replica: str
+    attempts: int
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class CallEvent:
+    """One model call as profile.jsonl records it (retries folded into `attempts`)."""
+
+    role: str
+    model: str
+    replica: str | None
+    start: float  # wall clock, seconds since the epoch
+    latency_s: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    attempts: int
+    status: str  # "ok" or the CallError kind
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"role": self.role, "model": self.model, "replica": self.replica, "start": round(self.start, 6),
+                "latency": round(self.latency_s, 6), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "attempts": self.attempts,
+                "status": self.status, **({"error": self.error} if self.error else {})}
+
+
+@dataclass
+class ModelClient:
+    """Calls one declared model (or provider) through its pool. Never prints; reports via `on_call`."""
+
+    name: str  # the model or provider key
+    served_name: str
+    pool: ReplicaPool
+    request_timeout_s: float
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    request_defaults: Mapping[str, Any] = field(default_factory=dict)
+    max_model_len: int | None = None
+    api_key_env: str | None = None
+    on_call: Callable[[CallEvent], None] | None = None
+
+    async def chat(self, messages: Sequence[Message], *, role: str = "", **params: Any) -> ChatResult:
+        """POST /chat/completions; retry what can succeed next time; raise CallError otherwise."""
+        start_wall, start = time.time(), time.monotonic()
+        try:
+            result = await self._chat(list(messages), params)
+        except CallError as exc:
+            self._report(role, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
+            raise
+        self._report(role, start_wall, start, result, result.attempts, "ok", None, result.replica)
+        return result
+
+    def _report(self, role: str, start_wall: float, start: float, result: ChatResult | None, attempts: int,
+                status: str, error: str | None, replica: str | None) -> None:
+        if self.on_call is None:
+            return
+        self.on_call(CallEvent(role=role, model=self.name, replica=replica, start=start_wall,
+                               latency_s=time.monotonic() - start,
+                               prompt_tokens=result.prompt_tokens if result else None,
+                               completion_tokens=result.completion_tokens if result else None,
+                               attempts=attempts, status=status, error=error))
+
+    def build_body(self, messages: list[Message], params: Mapping[str, Any]) -> dict[str, Any]:
+        """request_defaults, then the caller's params (nested dicts merged), then model and messages."""
+        body: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v)
+                                for k, v in self.request_defaults.items()}
+        for key, value in params.items():
+            if isinstance(value, Mapping) and isinstance(body.get(key), dict):
+                body[key] = {**body[key], **value}
+            else:
+                body[key] = value
+        body["model"] = self.served_name
+        body["messages"] = messages
+        self._fit_context(body)
+        return body
+
+    def _fit_context(self, body: dict[str, Any]) -> None:
+        limit = self.max_model_len
+        if limit is None:
+            return
+        prompt = estimate_prompt_tokens(body["messages"], body.get("tools"))
+        if prompt >= limit:
+            raise CallError("prompt_too_long",
+                            f"the prompt is about {prompt} tokens, {prompt - limit + 1} over what "
+                            f"'{self.name}' can take (max_model_len {limit}, leaving room for 1 output "
+                            "token); shorten it or serve the model with a longer context")
+        key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        wanted = body.get(key)
+        if isinstance(wanted, int) and prompt + wanted > limit:
+            body[key] = limit - prompt  # vLLM refuses prompt + max_tokens > max_model_len with a 400
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key_env is not None:
+            key = os.environ.get(self.api_key_env)  # read at call time; never stored or logged
+            if not key:
+                raise CallError("missing_api_key", f"'{self.name}' reads its key from ${self.api_key_env}, "
+                                "which is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    async def _chat(self, messages: list[Message], params: Mapping[str, Any]) -> ChatResult:
+        payload = json.dumps(self.build_body(messages, params)).encode()
+        attempts = self.retry.attempts
+        last: CallError | None = None
+        previous: Replica | None = None
+        for attempt in range(1, attempts + 1):
+            headers = self._headers()
+            replica = await self.pool.acquire(avoid=previous)
+            previous = replica
+            outcome: Outcome = "fail"
+            retry_after: float | None = None
+            sent = time.monotonic()
+            try:
+                resp = await self.pool.transport.post(replica, replica.chat_url, payload, headers,
+                                                      self.request_timeout_s)
+            except TransportError as exc:
+                outcome = "down" if exc.kind == "connection" else "fail"
+                last = CallError(exc.kind, exc.message, attempts=attempt, replica=replica.address)
+            else:
+                if resp.status == 200:
+                    outcome = "ok"
+                    return self._parse(resp.body, replica, attempt, time.monotonic() - sent)
+                error = _error_message(resp.body)
+                if not is_retryable_status(resp.status):
+                    outcome = "ok"  # the replica is fine; the request is not
+                    raise CallError(_kind_for(resp.status, error), f"{replica.address} answered "
+                                    f"{resp.status}: {error}", attempts=attempt, replica=replica.address)
+                outcome = "busy" if resp.status == 429 else "fail"
+                retry_after = parse_retry_after(resp.headers)
+                last = CallError(f"http_{resp.status}", f"{replica.address} answered {resp.status}: {error}",
+                                 attempts=attempt, replica=replica.address)
+            finally:
+                self.pool.release(replica, outcome, "" if outcome == "ok" else (last.message if last else ""))
+            if attempt < attempts:
+                await asyncio.sleep(self.retry.delay(attempt, retry_after))
+        assert last is not None
+        raise CallError(last.kind, f"{last.message} (gave up after {attempts} attempt(s))",
+                        attempts=attempts, replica=last.replica)
+
+    def _parse(self, body: bytes, replica: Replica, attempt: int, latency: float) -> ChatResult:
+        try:
+            data = json.loads(body)
+            choice = data["choices"][0]
+            message = dict(choice["message"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise CallError("bad_response", f"{replica.address}: not a chat completion: {body[:200]!r}",
+                            attempts=attempt, replica=replica.address) from None
+        usage = data.get("usage") or {}
+        return ChatResult(content=message.get("content"), message=message,
+                          finish_reason=choice.get("finish_reason"),
+                          prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+                          replica=replica.address, attempts=attempt, latency_s=latency)
+
+
+def _error_message(body: bytes) -> str:
+    """vLLM answers `{"message": …}` (or `{"error": {"message": …}}` like OpenAI); else the raw text."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:500].decode(errors="replace").strip() or "(empty body)"
+    if isinstance(data, dict):
+        inner = data.get("error")
+        if isinstance(inner, dict) and "message" in inner:
+            return str(inner["message"])
+        if "message" in data:
+            return str(data["message"])
+        if "detail" in data:
+            return str(data["detail"])
+    return json.dumps(data)[:500]
+
+
+def _kind_for(status: int, message: str) -> str:
+    if status == 400 and "context length" in message.lower():
+        return "context_length"
+    return f"http_{status}"

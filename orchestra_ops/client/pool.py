@@ -1,0 +1,157 @@
+"""ReplicaPool: spread one model's requests over its replicas and keep failing ones out.
+
+- A request goes to the healthy replica with the fewest outstanding requests that is below its
+  cap; when every healthy replica is at its cap, it waits for a slot.
+- A replica that refuses connections is ejected at once; one that times out or answers 5xx
+  `eject_after` times in a row is ejected too. An ejected replica is probed (`GET /health`) in
+  the background with growing intervals and comes back on the first 200.
+- When no replica is healthy, a request waits at most `unavailable_wait_s`, then fails with a
+  CallError of kind `no_replica` that lists every replica and why it is out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections import deque
+from collections.abc import Sequence
+from typing import Literal
+
+from orchestra_ops.client.errors import CallError, TransportError
+from orchestra_ops.client.replica import Replica
+from orchestra_ops.client.transport import Transport
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["ok", "busy", "fail", "down"]
+
+
+class ReplicaPool:
+    def __init__(self, name: str, replicas: Sequence[Replica], transport: Transport, *,
+                 unavailable_wait_s: float = 60.0, eject_after: int = 3,
+                 probe_interval_s: float = 0.25, probe_max_interval_s: float = 5.0) -> None:
+        if not replicas:
+            raise ValueError(f"{name}: a pool needs at least one replica")
+        self.name = name
+        self.replicas = list(replicas)
+        self.transport = transport
+        self.unavailable_wait_s = unavailable_wait_s
+        self.eject_after = eject_after
+        self.probe_interval_s = probe_interval_s
+        self.probe_max_interval_s = probe_max_interval_s
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._probes: dict[int, asyncio.Task[None]] = {}
+        self._turn = itertools.count()
+        self._last_pick: dict[int, int] = {}
+
+    @property
+    def healthy(self) -> list[Replica]:
+        return [r for r in self.replicas if r.healthy]
+
+    def _pick(self, avoid: Replica | None) -> Replica | None:
+        free = [r for r in self.replicas if r.healthy and r.outstanding < r.cap]
+        if avoid is not None and len(free) > 1:
+            free = [r for r in free if r is not avoid] or free
+        if not free:
+            return None
+        # fewest outstanding; on a tie, the one picked longest ago (round robin when idle)
+        return min(free, key=lambda r: (r.outstanding, self._last_pick.get(id(r), -1)))
+
+    async def acquire(self, avoid: Replica | None = None) -> Replica:
+        """A replica with a free slot (its outstanding count already taken); see the module doc."""
+        loop = asyncio.get_running_loop()
+        down_since: float | None = None
+        while True:
+            replica = self._pick(avoid)
+            if replica is not None:
+                replica.outstanding += 1
+                replica.requests += 1
+                self._last_pick[id(replica)] = next(self._turn)
+                return replica
+            timeout: float | None = None
+            if not self.healthy:
+                now = loop.time()
+                down_since = now if down_since is None else down_since
+                timeout = self.unavailable_wait_s - (now - down_since)
+                if timeout <= 0:
+                    raise CallError("no_replica", self._down_message())
+            else:
+                down_since = None
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait({waiter}, timeout=timeout)
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+
+    def release(self, replica: Replica, outcome: Outcome, error: str = "") -> None:
+        """Give the slot back. `busy` (a 429) says nothing about health; `down` ejects at once."""
+        replica.outstanding -= 1
+        if outcome == "ok":
+            replica.consecutive_failures = 0
+        elif outcome in ("fail", "down"):
+            replica.consecutive_failures += 1
+            replica.last_error = error
+            if replica.healthy and (outcome == "down" or replica.consecutive_failures >= self.eject_after):
+                self._eject(replica, error)
+        self._wake(1)
+
+    def _wake(self, count: int | None) -> None:
+        woken = 0
+        while self._waiters and (count is None or woken < count):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                woken += 1
+
+    def _eject(self, replica: Replica, reason: str) -> None:
+        if replica.health_url is None:
+            return  # nothing to probe: a provider endpoint stays in, its calls retry
+        replica.healthy = False
+        log.warning("%s: replica %s ejected (%s); probing it in the background", self.name, replica.address,
+                    reason)
+        if id(replica) not in self._probes:
+            self._probes[id(replica)] = asyncio.get_running_loop().create_task(self._probe(replica))
+        if not self.healthy:
+            self._wake(None)  # waiters switch to the bounded wait
+
+    async def _probe(self, replica: Replica) -> None:
+        assert replica.health_url is not None
+        interval = self.probe_interval_s
+        try:
+            while not replica.healthy:
+                await asyncio.sleep(interval)
+                try:
+                    resp = await self.transport.get(replica, replica.health_url, timeout=5.0)
+                except TransportError as exc:
+                    replica.last_error = exc.message
+                else:
+                    if resp.status == 200:
+                        replica.healthy = True
+                        replica.consecutive_failures = 0
+                        log.warning("%s: replica %s is back", self.name, replica.address)
+                        self._wake(None)
+                        return
+                    replica.last_error = f"/health answered {resp.status}"
+                interval = min(self.probe_max_interval_s, interval * 2)
+        finally:
+            self._probes.pop(id(replica), None)
+
+    def _down_message(self) -> str:
+        states = "; ".join(f"{r.address}: {r.last_error or 'down'}" for r in self.replicas)
+        return (f"all {len(self.replicas)} replica(s) of '{self.name}' are down after waiting "
+                f"{self.unavailable_wait_s:g} s ({states})")
+
+    async def close(self) -> None:
+        probes = list(self._probes.values())
+        for task in probes:
+            task.cancel()
+        for task in probes:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._wake(None)

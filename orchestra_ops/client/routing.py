@@ -1,0 +1,112 @@
+"""Routing: every role resolves to a declared model, service or provider, and nothing else.
+
+Built from a topology plus the endpoints file `ops up` wrote (`from_topology`), or from an
+endpoints file alone (`from_model_config`: its keys are both the models and the roles). No
+environment variable can add a target or change where one points; a provider's key is named by
+`api_key_env` and read only when a request is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from orchestra_ops.endpoints import Endpoints
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.topology import Topology
+
+TargetKind = Literal["model", "service", "provider"]
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # model / service / provider key (the endpoints key with --model-config)
+    kind: TargetKind
+    served_name: str  # what goes in the request's "model" field
+    addresses: tuple[tuple[str, int], ...] = ()  # replicas (models and services)
+    base_url: str | None = None  # providers
+    api_key_env: str | None = None  # providers: the variable's name, never its value
+    max_concurrency: int | None = None  # providers
+    request_defaults: Mapping[str, Any] = field(default_factory=dict)
+    max_model_len: int | None = None
+
+    @property
+    def where(self) -> str:
+        if self.kind == "provider":
+            return f"{self.base_url} (external; key from ${self.api_key_env})" if self.api_key_env \
+                else f"{self.base_url} (external)"
+        return ", ".join(f"{host}:{port}" for host, port in self.addresses) or "(no replicas)"
+
+
+@dataclass(frozen=True)
+class Routing:
+    source: str  # the topology file or endpoints file this came from
+    name: str  # topology name (or the endpoints file's name), used for default run dirs
+    endpoints_file: str
+    roles: Mapping[str, str]  # role -> target key
+    targets: Mapping[str, Target]
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+
+    def resolve(self, name: str) -> tuple[str, Target]:
+        """(role or "", target) for a role, a model/provider key or a served model name."""
+        if name in self.roles:
+            return name, self.targets[self.roles[name]]
+        if name in self.targets:
+            return "", self.targets[name]
+        served = [t for t in self.targets.values() if t.kind == "model" and t.served_name == name]
+        if served:
+            return "", served[0]
+        roles = ", ".join(sorted(self.roles)) or "none"
+        keys = ", ".join(sorted(self.targets)) or "none"
+        raise ConfigError(f"'{name}' is neither a role nor a declared model or provider of {self.source} "
+                          f"(roles: {roles}; models/providers: {keys}); nothing undeclared is ever called")
+
+    def chat_target(self, name: str) -> Target:
+        """The target a chat call to `name` goes to; an error if it cannot take chat calls."""
+        _, target = self.resolve(name)
+        if target.kind == "service":
+            raise ConfigError(f"'{name}' is the service '{target.name}', not a chat model")
+        if target.kind == "model" and not target.addresses:
+            raise ConfigError(f"model '{target.name}' (served as '{target.served_name}') has no replicas in "
+                              f"{self.endpoints_file}; run `ops up` for this topology")
+        return target
+
+    def table(self) -> list[tuple[str, str, str, str]]:
+        """Rows (role, target, kind, replicas) for the routing table a run prints at start."""
+        rows: list[tuple[str, str, str, str]] = []
+        for role, key in self.roles.items():
+            target = self.targets[key]
+            label = key if target.served_name == key else f"{key} ({target.served_name})"
+            rows.append((role, label, target.kind, target.where))
+        return rows
+
+
+def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endpoints_file: str) -> Routing:
+    targets: dict[str, Target] = {}
+    for key, model in topology.models.items():
+        addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(model.served_name, []))
+        targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
+                              request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len)
+    for key in topology.services:
+        addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(key, []))
+        targets[key] = Target(name=key, kind="service", served_name=key, addresses=addresses)
+    for key, provider in topology.providers.items():
+        targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
+                              api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
+                              request_defaults=dict(provider.request_defaults))
+    roles = {role: key for role, key in topology.roles.items() if key in targets}
+    return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
+                   targets=targets, request_timeout_s=topology.defaults.request_timeout_s)
+
+
+def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:
+    """An endpoints file alone: each key is a model (served under that name) and a role of its own."""
+    targets = {
+        key: Target(name=key, kind="model", served_name=key,
+                    addresses=tuple((e["ip_addr"], e["port"]) for e in entries))
+        for key, entries in endpoints.items()
+    }
+    return Routing(source=source, name=name, endpoints_file=source, roles={k: k for k in targets},
+                   targets=targets)

@@ -1,0 +1,58 @@
+"""Where routing comes from: `--topology T` (a file, or the name of a topology that is up),
+`--model-config FILE` (an endpoints file), or neither (the most recent topology that is up)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestra_ops.client.routing import Routing, from_model_config, from_topology
+from orchestra_ops.endpoints import read_endpoints
+from orchestra_ops.errors import ConfigError, StateError
+from orchestra_ops.paths import endpoints_path, latest_topology_name, state_path
+from orchestra_ops.topology import load_topology
+
+
+def load_routing(topology: str | None = None, model_config: str | None = None) -> Routing:
+    if topology and model_config:
+        raise ConfigError("give --topology or --model-config, not both")
+    if model_config:
+        path = Path(model_config)
+        return from_model_config(read_endpoints(path), source=str(path), name=_config_name(path))
+    if topology and Path(topology).is_file():
+        topo = load_topology(topology)
+        source = topology
+    else:
+        name = topology or latest_topology_name()
+        if name is None:
+            raise StateError("no topology is up; pass --topology FILE, or --model-config FILE for servers "
+                             "started some other way, or run `ops up TOPOLOGY` first")
+        source = _topology_file_from_state(name)
+        topo = load_topology(source)
+    endpoints_file = endpoints_path(topo.name)
+    if not endpoints_file.is_file():
+        raise StateError(f"{endpoints_file}: no endpoints file for topology '{topo.name}'; run `ops up "
+                         f"{source}` first (or pass --model-config FILE)")
+    return from_topology(topo, read_endpoints(endpoints_file), source=source, endpoints_file=str(endpoints_file))
+
+
+def _topology_file_from_state(name: str) -> str:
+    path = state_path(name)
+    if not path.is_file():
+        raise StateError(f"'{name}' is neither a topology file nor a topology that is up ({path} does not "
+                         "exist); run `ops up TOPOLOGY` first")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        topology_file = str(state["topology_file"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StateError(f"{path}: unreadable state ({exc})") from None
+    if state.get("status") == "down":
+        raise StateError(f"topology '{name}' is down; run `ops up {topology_file}` first")
+    return topology_file
+
+
+def _config_name(path: Path) -> str:
+    """A name for default run dirs: `.ops/<name>/model_config.json` -> name, else the file's stem."""
+    if path.name == "model_config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem

@@ -1,0 +1,56 @@
+"""Datasets: JSONL, one sample per line, each with a unique `id`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.runner.results import TaskId, _key
+
+Sample = dict[str, Any]
+
+
+def load_dataset(path: str | Path, *, dedupe: bool = False) -> list[Sample]:
+    """Read a JSONL dataset. A missing or duplicate id is a ConfigError naming it (`dedupe`: keep the first)."""
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such dataset file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read: {exc}") from None
+    samples: list[Sample] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source}:{number}: not valid JSON: {exc.msg}") from None
+        if not isinstance(sample, dict) or "id" not in sample:
+            raise ConfigError(f"{source}:{number}: each line is a JSON object with an \"id\"")
+        samples.append(sample)
+    counts = Counter(sample_id(s) for s in samples)
+    duplicates = [i for i, n in counts.items() if n > 1]
+    if duplicates and not dedupe:
+        shown = ", ".join(f"{d!r} (x{counts[d]})" for d in duplicates[:20])
+        more = f" and {len(duplicates) - 20} more" if len(duplicates) > 20 else ""
+        raise ConfigError(f"{source}: {len(duplicates)} duplicate id(s): {shown}{more}; results are kept per "
+                          "id, so fix the dataset or pass --dedupe to keep the first of each")
+    if duplicates:
+        seen: set[TaskId] = set()
+        unique = []
+        for sample in samples:
+            key = sample_id(sample)
+            if key not in seen:
+                seen.add(key)
+                unique.append(sample)
+        samples = unique
+    return samples
+
+
+def sample_id(sample: Sample) -> TaskId:
+    return _key(sample["id"])

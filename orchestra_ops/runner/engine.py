@@ -1,0 +1,101 @@
+"""The task loop: at most `concurrency` tasks in flight, each bounded by a deadline.
+
+Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
+Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
+Every finished task, ok or error, becomes exactly one record passed to `on_done`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestra_ops.client.errors import CallError
+from orchestra_ops.runner.dataset import Sample
+from orchestra_ops.runner.progress import Progress
+
+log = logging.getLogger(__name__)
+
+Work = Callable[[Sample], Awaitable[dict[str, Any]]]
+Record = dict[str, Any]
+
+
+@dataclass
+class Controller:
+    """Stop/abort state shared by the signal handlers and the loop."""
+
+    stopping: bool = False
+    aborted: bool = False
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    on_stop: Callable[[str], None] | None = None
+
+    def interrupt(self) -> None:
+        if not self.stopping:
+            self.stopping = True
+            if self.on_stop:
+                self.on_stop(f"stopping: no new tasks; waiting for {len(self.tasks)} in flight to finish or "
+                             "time out (Ctrl-C again to abort them)")
+            return
+        if not self.aborted:
+            self.aborted = True
+            if self.on_stop:
+                self.on_stop(f"aborting {len(self.tasks)} task(s) in flight (they stay missing; --resume reruns them)")
+            for task in list(self.tasks):
+                task.cancel()
+
+
+async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, task_timeout_s: float,
+                    on_done: Callable[[Record, float], None], progress: Progress,
+                    controller: Controller | None = None) -> None:
+    control = controller or Controller()
+    slots = asyncio.Semaphore(concurrency)
+
+    async def run_one(sample: Sample) -> None:
+        start = time.monotonic()
+        try:
+            fields = await asyncio.wait_for(work(sample), task_timeout_s)
+            record: Record = {"id": sample["id"], "status": "ok",
+                              **{k: v for k, v in fields.items() if k not in ("id", "status")}}
+        except CallError as exc:
+            record = _error(sample, exc.kind, exc.message)
+        except asyncio.TimeoutError:
+            record = _error(sample, "task_timeout", f"the task did not finish within {task_timeout_s:g} s")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in a suite must cost one task, not a 50,000-task run
+            log.debug("task %r raised", sample.get("id"), exc_info=True)
+            record = _error(sample, "exception", f"{type(exc).__name__}: {exc}")
+        elapsed = time.monotonic() - start
+        record["elapsed"] = round(elapsed, 3)
+        if record["status"] == "ok":
+            progress.ok += 1
+        else:
+            progress.failed += 1
+        on_done(record, elapsed)
+
+    def finished(task: asyncio.Task[None]) -> None:
+        control.tasks.discard(task)
+        progress.in_flight -= 1
+        slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("task crashed: %r", task.exception())
+
+    for sample in samples:
+        await slots.acquire()
+        if control.stopping:
+            slots.release()
+            break
+        progress.in_flight += 1
+        task = asyncio.get_running_loop().create_task(run_one(sample))
+        control.tasks.add(task)
+        task.add_done_callback(finished)
+    while control.tasks:
+        await asyncio.wait(set(control.tasks))
+
+
+def _error(sample: Sample, kind: str, message: str) -> Record:
+    return {"id": sample["id"], "status": "error", "error_type": kind, "error": message}

@@ -1,0 +1,233 @@
+"""One `ops eval`: resolve routing and suite, pick the tasks, run them, keep every result.
+
+Everything up to the first request is checked first (routing, provider keys, dataset ids, the run
+dir, the open-file limit), so a bad run fails in a second with exit 2, not an hour in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestra_ops.client.chat import ChatResult, Message
+from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.retry import RetryPolicy
+from orchestra_ops.client.routing import Routing
+from orchestra_ops.client.sources import load_routing
+from orchestra_ops.errors import ConfigError, Interrupted
+from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
+from orchestra_ops.runner.engine import Controller, Record, run_tasks
+from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
+from orchestra_ops.runner.profile import ProfileWriter
+from orchestra_ops.runner.progress import Progress, format_duration
+from orchestra_ops.runner.results import ResultsStore
+from orchestra_ops.runner.rundir import default_run_dir, read_run_info, write_run_info
+from orchestra_ops.runner.suite import Suite
+from orchestra_ops.runner.tee import LOG_FILE, TeeLog
+
+
+@dataclass
+class EvalOptions:
+    suite: str
+    dataset: str | None = None
+    run_dir: str | None = None
+    resume: bool = False
+    retry_failed: bool = False
+    dedupe: bool = False
+    concurrency: int = 32
+    limit: int | None = None
+    request_timeout_s: float | None = None
+    task_timeout_s: float | None = None
+    attempts: int = 3
+    model: str | None = None
+    topology: str | None = None
+    model_config: str | None = None
+    progress_interval_s: float = 5.0
+    unavailable_wait_s: float = 60.0
+
+
+@dataclass
+class EvalSummary:
+    run_dir: Path
+    dataset_size: int
+    ran: int
+    ok: int
+    failed: int
+    store_ok: int
+    store_failed: int
+    elapsed_s: float
+
+
+@dataclass
+class PreparedRun:
+    options: EvalOptions
+    suite: Suite
+    routing: Routing
+    run_dir: Path
+    dataset: Path
+    samples: list[Sample]
+    todo: list[Sample]
+    store: ResultsStore
+    names: list[str]
+    task_timeout_s: float
+
+
+class _Context:
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    async def chat(self, name: str, messages: Sequence[Message], **params: Any) -> ChatResult:
+        return await self.fleet.chat(name, messages, **params)
+
+
+def prepare(options: EvalOptions) -> PreparedRun:
+    """Every check that needs no network: suite, routing, dataset, run dir, which tasks to run."""
+    from orchestra_ops.evals.registry import load_suite
+
+    if options.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    suite = load_suite(options.suite)
+    routing = load_routing(options.topology, options.model_config)
+    names = suite.prepare(routing, {"model": options.model})
+    run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
+    info = read_run_info(run_dir) or {}
+    dataset = options.dataset or info.get("dataset") or suite.default_dataset
+    if not dataset:
+        raise ConfigError(f"the {suite.name} suite needs --dataset PATH (a JSONL file of {{\"id\", …}} lines)")
+    dataset_path = Path(dataset).resolve()
+    if info.get("dataset") and options.dataset and Path(info["dataset"]) != dataset_path:
+        raise ConfigError(f"{run_dir} holds results for dataset {info['dataset']}, not {dataset_path}; "
+                          "use another --run-dir")
+    samples = load_dataset(dataset_path, dedupe=options.dedupe)
+    if options.limit is not None:
+        samples = samples[: options.limit]
+    store = ResultsStore(run_dir)
+    if store.lines and not (options.resume or options.retry_failed):
+        raise ConfigError(f"{run_dir} already has results ({len(store.ok_ids)} ok, {len(store.failed_ids)} "
+                          "failed); pass --resume to finish it, --retry-failed to rerun its failures, or "
+                          "--run-dir DIR for a new run (results are never overwritten)")
+    todo = select_tasks(samples, store, resume=options.resume, retry_failed=options.retry_failed)
+    request_timeout = options.request_timeout_s or routing.request_timeout_s
+    task_timeout = options.task_timeout_s or (
+        suite.calls_per_task * options.attempts * (request_timeout + RetryPolicy().backoff_max_s) + 60)
+    return PreparedRun(options, suite, routing, run_dir, dataset_path, samples, todo, store, names, task_timeout)
+
+
+def select_tasks(samples: list[Sample], store: ResultsStore, *, resume: bool, retry_failed: bool) -> list[Sample]:
+    """resume: ids with no result; retry_failed: ids whose last result is an error; both: either."""
+    if not (resume or retry_failed):
+        return list(samples)
+    finished, failed = store.finished_ids, store.failed_ids
+    return [s for s in samples
+            if (resume and sample_id(s) not in finished) or (retry_failed and sample_id(s) in failed)]
+
+
+def run_eval(run: PreparedRun, tee: TeeLog) -> EvalSummary:
+    """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C."""
+    options = run.options
+    fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
+                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s)
+    soft, hard = raise_open_file_limit()
+    check_concurrency(options.concurrency, fleet.replica_count(run.names), soft, hard)
+    write_run_info(run.run_dir, {"suite": run.suite.name, "dataset": str(run.dataset), "source": run.routing.source,
+                                 "topology": run.routing.name, "model": options.model, "limit": options.limit,
+                                 "dedupe": options.dedupe})
+    for line in routing_lines(run.routing, run.names):
+        tee.line(line)
+    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
+    tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
+             f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
+             f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
+    profile = ProfileWriter(run.run_dir)
+    fleet.on_call = profile
+    progress = Progress(total=len(run.todo))
+    controller = Controller(on_stop=tee.line)
+    start = time.monotonic()
+    try:
+        asyncio.run(_main(run, fleet, tee, progress, controller))
+    finally:
+        run.store.close()
+        profile.close()
+    elapsed = time.monotonic() - start
+    tee.line(progress.line())
+    summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
+                          len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
+    if controller.stopping:
+        missing = len(run.samples) - len(run.store.finished_ids)
+        raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
+                          f"{missing} sample(s) have no result; continue with --resume (run dir {run.run_dir})")
+    tee.line(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
+             f"{progress.failed} failed; run dir {run.run_dir} now has {summary.store_ok} ok, "
+             f"{summary.store_failed} failed of {len(run.samples)}")
+    return summary
+
+
+def routing_lines(routing: Routing, names: list[str]) -> Iterator[str]:
+    yield f"routing ({routing.source}):"
+    rows = routing.table()
+    width = max([len(r[0]) for r in rows] + [4])
+    for role, label, kind, where in rows:
+        mark = " *" if role in names else ""
+        yield f"  {role:<{width}} -> {label} [{kind}] -> {where}{mark}"
+    for name in names:
+        if name not in routing.roles:
+            _, target = routing.resolve(name)
+            yield f"  {name:<{width}} -> {target.name} [{target.kind}] -> {target.where} *"
+    yield "  (* called by this run; nothing else is contacted)"
+
+
+async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress, controller: Controller) -> None:
+    loop = asyncio.get_running_loop()
+    with _signals(loop, controller):
+        ticker = loop.create_task(_tick(run, progress, tee, fleet))
+        try:
+            await fleet.discover_limits(run.names)
+            ctx = _Context(fleet)
+
+            def done(record: Record, elapsed: float) -> None:
+                run.store.append(record)
+                tee.line(f"[TASK_COMPLETE] id={record['id']} status={record['status']} elapsed={elapsed:.2f}s"
+                         + (f" error={record.get('error_type')}" if record["status"] != "ok" else ""))
+
+            await run_tasks(run.todo, lambda sample: run.suite.run(sample, ctx),
+                            concurrency=run.options.concurrency, task_timeout_s=run.task_timeout_s,
+                            on_done=done, progress=progress, controller=controller)
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            await fleet.close()
+
+
+async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, fleet: Fleet) -> None:
+    """Every interval: the progress line, and results/profile flushed even when tasks are slow."""
+    while True:
+        await asyncio.sleep(run.options.progress_interval_s)
+        run.store.flush()
+        if fleet.on_call is not None and isinstance(fleet.on_call, ProfileWriter):
+            fleet.on_call.flush()
+        tee.line(progress.line())
+
+
+@contextlib.contextmanager
+def _signals(loop: asyncio.AbstractEventLoop, controller: Controller) -> Iterator[None]:
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, controller.interrupt)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def open_tee(run_dir: Path, console: Callable[[str], None] | None) -> TeeLog:
+    return TeeLog(run_dir / LOG_FILE, console)

@@ -1,0 +1,37 @@
+"""The run dir's `run.json`: what a run is, so `--resume` and `ops eval-status` need no flags."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.fsutil import atomic_write_text
+
+RUN_FILE = "run.json"
+
+
+def default_run_dir(suite: str, topology: str) -> Path:
+    return Path("runs") / f"{suite}-{topology}"
+
+
+def read_run_info(run_dir: str | Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / RUN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    return data
+
+
+def write_run_info(run_dir: str | Path, info: dict[str, Any]) -> None:
+    previous = read_run_info(run_dir) or {}
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    merged = {**previous, **info, "created": previous.get("created", now), "updated": now}
+    atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(merged, indent=2) + "\n")

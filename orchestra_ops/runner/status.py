@@ -1,0 +1,64 @@
+"""`ops eval-status`: what a run dir holds: done, failed (by error type), missing."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
+from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
+from orchestra_ops.runner.rundir import read_run_info
+
+
+@dataclass
+class RunStatus:
+    run_dir: str
+    dataset: str | None
+    dataset_size: int | None
+    ok: int
+    failed: int
+    failed_by_type: dict[str, int]
+    missing: int | None
+    extra: int  # ids in the results that the dataset does not have
+    bad_lines: int
+    missing_samples: list[Sample] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_dir": self.run_dir, "dataset": self.dataset, "dataset_size": self.dataset_size,
+                "ok": self.ok, "failed": self.failed, "failed_by_type": self.failed_by_type,
+                "missing": self.missing, "extra": self.extra, "bad_lines": self.bad_lines}
+
+
+def run_status(run_dir: str | Path) -> RunStatus:
+    root = Path(run_dir)
+    info = read_run_info(root)
+    if info is None and not (root / RESULTS_FILE).exists():
+        raise ConfigError(f"{root}: not a run dir (no run.json, no {RESULTS_FILE})")
+    store = ResultsStore(root)
+    final = store.final_records()
+    failed_by_type = Counter(str(r.get("error_type", "unknown")) for r in final.values() if r.get("status") != "ok")
+    ok = sum(1 for r in final.values() if r.get("status") == "ok")
+    dataset = (info or {}).get("dataset")
+    samples: list[Sample] | None = None
+    if dataset and Path(dataset).is_file():
+        samples = load_dataset(dataset, dedupe=bool((info or {}).get("dedupe")))
+        limit = (info or {}).get("limit")
+        if isinstance(limit, int):
+            samples = samples[:limit]
+    missing_samples = [s for s in samples if sample_id(s) not in final] if samples is not None else []
+    ids = {sample_id(s) for s in samples} if samples is not None else set()
+    return RunStatus(run_dir=str(root), dataset=dataset, dataset_size=len(samples) if samples is not None else None,
+                     ok=ok, failed=sum(failed_by_type.values()), failed_by_type=dict(failed_by_type.most_common()),
+                     missing=len(missing_samples) if samples is not None else None,
+                     extra=len(set(final) - ids) if samples is not None else 0, bad_lines=store.bad_lines,
+                     missing_samples=missing_samples)
+
+
+def write_samples(path: str | Path, samples: list[Sample]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for sample in samples:
+            handle.write(json.dumps(sample, ensure_ascii=False) + "\n")

@@ -1,0 +1,46 @@
+"""The concurrency cap holds exactly (summed over replicas), and a run's files are all there."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.helpers import run_ops
+from tests.integration.eval_fixtures import dataset, model_config, results, total
+from tests.simserver import SimServer
+
+
+def test_concurrency_cap_is_exact_and_every_task_is_recorded(tmp_path: Path,
+                                                             sim_server: Callable[..., SimServer]) -> None:
+    sims = [sim_server("m", args=["--latency-ms", "100"]) for _ in range(2)]
+    config = model_config(tmp_path / "mc.json", {"m": sims})
+    data = dataset(tmp_path / "d.jsonl", [f"q{i}" for i in range(36)])
+    run_dir = tmp_path / "run"
+    proc = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+                    str(run_dir), "--concurrency", "6", "--progress-every", "0.2"])
+    assert proc.returncode == 0, proc.stderr
+    assert total(sims, "sim_max_requests_in_flight") == 6
+    assert all(s.metrics()["sim_max_requests_in_flight"] <= 6 for s in sims)
+    assert total(sims, "sim_requests_total") == 36
+    records = results(run_dir)
+    assert sorted(r["id"] for r in records) == sorted(f"q{i}" for i in range(36))
+    assert all(r["status"] == "ok" and r["answer"] for r in records)
+    # the console: routing table, one TASK_COMPLETE per task, progress; all of it also in eval.log
+    assert "routing (" in proc.stdout and f"m [model] -> 127.0.0.1:{sims[0].port}" in proc.stdout
+    assert proc.stdout.count("[TASK_COMPLETE] id=") == 36
+    assert "[PROGRESS] done=36 failed=0 in_flight=0" in proc.stdout
+    log = (run_dir / "eval.log").read_text()
+    assert all(line in log for line in proc.stdout.splitlines())
+    events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    assert len(events) == 36
+    assert {"role", "model", "replica", "start", "latency", "prompt_tokens", "completion_tokens", "attempts",
+            "status"} <= set(events[0])
+    assert {e["replica"] for e in events} == {f"127.0.0.1:{s.port}" for s in sims}
+
+    # a second run into the same run dir without --resume is refused; nothing is overwritten
+    again = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+                     str(run_dir)])
+    assert again.returncode == 2
+    assert "already has results (36 ok, 0 failed); pass --resume" in again.stderr
+    assert len(results(run_dir)) == 36
