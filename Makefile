@@ -23,7 +23,6 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy orchestra_ops services evals
 
 bench: setup

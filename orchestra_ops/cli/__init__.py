@@ -20,7 +20,16 @@ from orchestra_ops.errors import Interrupted, OpsError, TopologyError
 # command name -> "module:attribute" (modules under orchestra_ops.cli)
 COMMANDS: dict[str, str] = {
     "plan": "plan_cmd:plan",
+    "eval": "eval_cmd:eval_",
+    "eval-status": "eval_status_cmd:eval_status",
+    "bench": "bench_cmd:bench",
     "serve": "serve_cmd:serve",
+    "index": "index_cmd:index",
+    "up": "up_cmd:up",
+    "health": "health_cmd:health",
+    "status": "status_cmd:status",
+    "logs": "logs_cmd:logs",
+    "down": "down_cmd:down",
 }
 
 
