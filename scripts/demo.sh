@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # `make demo`: the whole flow on this machine with simulated engines and a CPU retrieval index.
 #   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status -> ops down
-# Everything lives under demo/ (OPS_HOME=demo/.ops, runs in demo/runs); `ops down` runs even on failure.
+# State goes where `ops` keeps it by default (.ops/local), the run to runs/chat-local; inputs are
+# generated under demo/. `ops down` runs even when a step fails. Run it again: the eval resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OPS=(.venv/bin/ops)
 DEMO=demo
-export OPS_HOME="$PWD/$DEMO/.ops"
+INDEX=.ops/local/index   # topologies/local.yaml reads its retrieval index from here
 mkdir -p "$DEMO"
 
 .venv/bin/python - "$DEMO" <<'PY'
@@ -22,15 +23,13 @@ with open(demo / "questions.jsonl", "w") as f:
         f.write(json.dumps({"id": f"q{i:03d}", "prompt": f"In one word, what limits {topics[i % 8]}? ({i})"}) + "\n")
 PY
 
-# The retrieval service of local.yaml reads its index from .ops/local/index (relative to this dir).
-sed "s#index_dir: .ops/local/index#index_dir: $OPS_HOME/local/index#" topologies/local.yaml > "$DEMO/local.yaml"
-if [ ! -f "$OPS_HOME/local/index/eval.index" ]; then
-  "${OPS[@]}" index build "$DEMO/corpus.jsonl" --out "$OPS_HOME/local/index"
+if [ ! -f "$INDEX/eval.index" ]; then
+  "${OPS[@]}" index build "$DEMO/corpus.jsonl" --out "$INDEX"
 fi
 
+"${OPS[@]}" plan topologies/local.yaml
 trap '"${OPS[@]}" down local || true' EXIT
-"${OPS[@]}" up "$DEMO/local.yaml" --replace
+"${OPS[@]}" up topologies/local.yaml
 "${OPS[@]}" health
-"${OPS[@]}" eval chat --dataset "$DEMO/questions.jsonl" --model answer --topology local \
-  --run-dir "$DEMO/runs/chat-local" --resume --concurrency 64
-"${OPS[@]}" eval-status "$DEMO/runs/chat-local"
+"${OPS[@]}" eval chat --dataset "$DEMO/questions.jsonl" --model answer --topology local --resume --concurrency 64
+"${OPS[@]}" eval-status runs/chat-local
