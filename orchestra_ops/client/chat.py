@@ -136,7 +136,7 @@ class ModelClient:
             headers = self._headers()
             replica = await self.pool.acquire(avoid=previous)
             previous = replica
-            outcome: Outcome = "fail"
+            outcome: Outcome = "busy"  # neutral unless set below: a cancelled call says nothing of the replica
             retry_after: float | None = None
             sent = time.monotonic()
             try:

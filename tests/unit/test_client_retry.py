@@ -191,3 +191,18 @@ def test_retry_policy_backoff_and_retry_after() -> None:
     assert policy.delay(1, retry_after=7) == 7
     assert parse_retry_after({"Retry-After": "2"}) == 2.0
     assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) is None
+
+
+def test_cancelled_calls_do_not_eject_the_replica() -> None:
+    """A task deadline cancels calls in flight; that says nothing about the replica's health."""
+    async def main() -> None:
+        async with serve(["hang"] * 5) as (_, port):
+            client = make_client([port], timeout=60)
+            for _ in range(5):
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(client.chat([{"role": "user", "content": "q"}]), timeout=0.1)
+            replica = client.pool.replicas[0]
+            assert replica.healthy and replica.consecutive_failures == 0 and replica.outstanding == 0
+            await client.pool.close()
+            await client.pool.transport.close()
+    run(main)
