@@ -25,7 +25,7 @@ _NONNEG = click.FloatRange(min=0.0)
 @click.option("--jitter", type=_RATE, default=0.0, show_default=True,
               help="Latency scaled by a uniform factor in [1-jitter, 1+jitter].")
 @click.option("--startup-delay-s", type=_NONNEG, default=0.0, show_default=True,
-              help="Seconds before the port is bound.")
+              help="Seconds from process start until the port is bound (imports count toward it).")
 @click.option("--fail", "fail_spec", default=None, metavar="STATUS:RATE[,…]",
               help="Injected error rates, e.g. 500:0.05,429:0.02 (429 carries Retry-After).")
 @click.option("--malformed-rate", type=_RATE, default=0.0, show_default=True,

@@ -27,6 +27,7 @@ import signal
 import time
 from typing import Any
 
+import psutil
 from aiohttp import web
 from orchestra_ops.services.simllm import rules
 from orchestra_ops.services.simllm.config import SimConfig
@@ -232,8 +233,10 @@ async def _serve(config: SimConfig) -> None:
     log.info("simllm starting: model=%s port=%d host=%s CUDA_VISIBLE_DEVICES=%s startup_delay_s=%g",
              config.model, config.port, config.host, os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
              config.startup_delay_s)
-    if config.startup_delay_s > 0:
-        await asyncio.sleep(config.startup_delay_s)
+    # Like vLLM, a replica needs startup_delay_s from process start (its imports count toward it).
+    remaining = config.startup_delay_s - (time.time() - psutil.Process().create_time())
+    if remaining > 0:
+        await asyncio.sleep(remaining)
     server = SimEngine(config)
     runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True)
     await runner.setup()

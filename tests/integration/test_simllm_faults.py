@@ -10,6 +10,7 @@ from collections import Counter
 
 import aiohttp
 import httpx
+import psutil
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import FaultPlan
 
@@ -144,6 +145,7 @@ def test_startup_delay_delays_the_bind() -> None:
         assert not _refused(sim.port)
         log = sim.log_tail()
         assert log.index("simllm starting") < log.index("simllm serving")
+        assert time.time() - psutil.Process(process.pid).create_time() >= 2.0  # counted from process start
     finally:
         sim.stop()
 
