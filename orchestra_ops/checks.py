@@ -49,6 +49,9 @@ MANAGED_FLAGS: dict[str, str] = {
     "--tensor-parallel-size": "gpus_per_replica",
     "-tp": "gpus_per_replica",
 }
+# Variables that hold secrets: state.json and logs record a process's env, so a secret never goes
+# into the topology; export it where `ops up` runs and the processes inherit it.
+SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 MANAGED_ENV: dict[str, str] = {
     "CUDA_VISIBLE_DEVICES": "gpus (placement sets it per replica)",
     "VLLM_CACHE_ROOT": "defaults.vllm_cache_root (one per replica)",
@@ -122,6 +125,10 @@ def _envs(topology: Topology) -> Iterator[Problem]:
                     yield (section, key, "env", name), f"'{name}' is not an environment variable name"
                 elif name in MANAGED_ENV:
                     yield (section, key, "env", name), f"set by orchestra-ops; use {MANAGED_ENV[name]}"
+                elif SECRET_ENV.search(str(name)):
+                    yield (section, key, "env", name), (
+                        "never put a secret in the topology; export it in the shell that runs `ops up` "
+                        "(processes inherit it)")
 
 
 def host_key(topology: Topology, node_name: str) -> str:

@@ -198,6 +198,19 @@ models:
          "use gpus (placement sets it per replica)"],
     ),
     (
+        "a secret in a process env",
+        HEADER + """\
+models:
+  a:
+    model: m
+    node: n
+    port: 9000
+    env: {HF_TOKEN: hf_abc, VLLM_ATTENTION_BACKEND: FLASHINFER}
+""",
+        ["t.yaml:11: models.a.env.HF_TOKEN: never put a secret in the topology; "
+         "export it in the shell that runs `ops up` (processes inherit it)"],
+    ),
+    (
         "vLLM without GPUs",
         HEADER + """\
 models:
