@@ -23,6 +23,7 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+import psutil
 
 from tests.helpers import OPS, free_port, kill_tree
 from tests.retrieval_data import make_corpus
@@ -41,6 +42,7 @@ class Run:
     latencies: list[float]
     errors: int
     mean_batch: float | None = None
+    server_cpu_s: float = 0.0  # CPU the server process used while under load
 
     @property
     def throughput(self) -> float:
@@ -65,10 +67,11 @@ def main() -> int:
         queries = [agent_query(d["content"], rng) for d in rng.sample(docs, N_QUERIES)]
 
         encoder.encode(queries[:OFFLINE_BATCH], OFFLINE_BATCH)  # warm-up
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for i in range(0, N_QUERIES, OFFLINE_BATCH):
             encoder.encode(queries[i : i + OFFLINE_BATCH], OFFLINE_BATCH)
         offline_qps = N_QUERIES / (time.perf_counter() - start)
+        offline_cpu_s = time.process_time() - cpu_start
         del encoder
 
         runs = [serve_and_load(work, mode, queries) for mode in ("on", "off")]
@@ -87,6 +90,12 @@ def main() -> int:
     print(f"throughput on/off:          {on.throughput / off.throughput:.2f}x   (target >= 3x)")
     print(f"throughput on/offline@64:   {on.throughput / offline_qps:.2f}    (target >= 0.7)")
     print(f"(cores: {os.cpu_count()}; the machine may be shared, so absolute numbers can be depressed)")
+    # Where the CPU goes: the server cannot beat the encoder's own CPU cost per query, and on a small
+    # machine the HTTP layer and the load client share the cores with it.
+    per_k = 1000 / N_QUERIES
+    print(f"CPU per 1,000 queries: offline encoder {offline_cpu_s * per_k:.2f} s; server with batching on "
+          f"{on.server_cpu_s * per_k:.2f} s (encoder + HTTP); wall with batching on {on.seconds * per_k:.2f} s "
+          f"on {os.cpu_count()} cores")
     return 0
 
 
@@ -117,7 +126,11 @@ def serve_and_load(work: Path, mode: str, queries: list[str]) -> Run:
         proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         asyncio.run(wait_healthy(port, proc, log))
+        server = psutil.Process(proc.pid)
+        before = server.cpu_times()
         run = asyncio.run(load(port, queries, mode))
+        after = server.cpu_times()
+        run.server_cpu_s = (after.user + after.system) - (before.user + before.system)
         run.mean_batch = asyncio.run(mean_batch(port))
         return run
     finally:
