@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from orchestra_ops.errors import ConfigError, LaunchError
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.fsutil import atomic_write_text, read_json
 from orchestra_ops.plan import LaunchPlan
 
 
@@ -52,14 +52,7 @@ def write_endpoints(path: str | Path, endpoints: Endpoints) -> Path:
 def read_endpoints(path: str | Path) -> Endpoints:
     """Read and check an endpoints file; every problem names the file and the key."""
     source = Path(path)
-    try:
-        raw = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: no such endpoints file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    raw = read_json(source, error=ConfigError, missing="no such endpoints file")
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: an endpoints file is a JSON object of name -> [{{ip_addr, port}}, …]")
     endpoints: Endpoints = {}

@@ -1,11 +1,15 @@
-"""Small file helpers shared by state, endpoints and results: atomic writes."""
+"""Small file helpers shared by state, endpoints and results: atomic writes, JSON reads."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from orchestra_ops.errors import OpsError
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -27,3 +31,19 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             os.unlink(tmp)
         raise
     return target
+
+
+def read_json(path: str | os.PathLike[str], *, error: type[OpsError], missing: str) -> Any:
+    """Parse a JSON file; every failure is an `error` naming the file (and the line for bad JSON).
+
+    `missing` is what to say when the file does not exist (e.g. "no such endpoints file").
+    """
+    source = Path(path)
+    try:
+        return json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{source}: {missing}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{source}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from None

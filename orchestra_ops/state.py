@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestra_ops.errors import StateError
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.fsutil import atomic_write_text, read_json
 from orchestra_ops.paths import latest_topology_name, ops_home, state_path
 
 Status = Literal["up", "down"]
@@ -110,14 +110,7 @@ def write_state(state: FleetState, path: str | Path | None = None) -> Path:
 def read_state(name: str | None = None, *, path: str | Path | None = None) -> FleetState:
     """Read the state of topology `name` (or the file `path`); every problem names the file."""
     source = Path(path) if path is not None else state_path(_require(name))
-    try:
-        raw = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StateError(f"{source}: no state; `ops up` this topology first") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StateError(f"{source}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise StateError(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    raw = read_json(source, error=StateError, missing="no state; `ops up` this topology first")
     if not isinstance(raw, dict):
         raise StateError(f"{source}: not a state file (expected a JSON object)")
     try:

@@ -6,7 +6,6 @@ it has its `topk` allowed hits or the whole index was ranked.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fsutil import read_json
 
 from .encoder import TextEncoder
 from .index import Document, LoadedIndex
@@ -115,14 +115,7 @@ class ExampleFilter:
     @classmethod
     def load(cls, path: Path, row_of_id: dict[str, int]) -> ExampleFilter:
         """Read a JSON object eid -> [document id, …]; ids not in the index are logged and dropped."""
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such examples file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the examples file: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        raw = read_json(path, error=ConfigError, missing="no such examples file")
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a JSON object mapping eid -> list of document ids")
         allowed: dict[str, frozenset[int]] = {}
