@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from orchestra_ops.client.routing import Routing, from_model_config, from_topology
 from orchestra_ops.endpoints import read_endpoints
 from orchestra_ops.errors import ConfigError, StateError
 from orchestra_ops.paths import endpoints_path, latest_topology_name, state_path
+from orchestra_ops.state import read_state
 from orchestra_ops.topology import load_topology
 
 
@@ -41,14 +41,10 @@ def _topology_file_from_state(name: str) -> str:
     if not path.is_file():
         raise StateError(f"'{name}' is neither a topology file nor a topology that is up ({path} does not "
                          "exist); run `ops up TOPOLOGY` first")
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-        topology_file = str(state["topology_file"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StateError(f"{path}: unreadable state ({exc})") from None
-    if state.get("status") == "down":
-        raise StateError(f"topology '{name}' is down; run `ops up {topology_file}` first")
-    return topology_file
+    state = read_state(name)
+    if state.status == "down":
+        raise StateError(f"topology '{name}' is down; run `ops up {state.topology_file}` first")
+    return state.topology_file
 
 
 def _config_name(path: Path) -> str:

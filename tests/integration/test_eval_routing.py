@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from orchestra_ops.state import FleetState, write_state
 from tests.helpers import run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
@@ -108,8 +109,8 @@ def test_a_topology_routes_roles_and_names_a_missing_key(tmp_path: Path, listene
     ops_home = tmp_path / "ops"
     (ops_home / "evaltopo").mkdir(parents=True)
     model_config(ops_home / "evaltopo" / "model_config.json", {"sim/answer": [sim]})
-    (ops_home / "evaltopo" / "state.json").write_text(json.dumps(
-        {"name": "evaltopo", "topology_file": str(topo), "status": "up"}))
+    write_state(FleetState(name="evaltopo", topology_file=str(topo), backend="local", status="up",
+                           started_at=time.time(), cwd=str(tmp_path)), ops_home / "evaltopo" / "state.json")
     data = dataset(tmp_path / "d.jsonl", range(5))
     env = {"OPS_HOME": str(ops_home), "EVALTOPO_KEY": ""}
     proc = run_ops(["eval", "chat", "--model", "responder", "--topology", "evaltopo", "--dataset", str(data),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.routing import from_model_config
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.errors import ConfigError, StateError
+from orchestra_ops.state import FleetState, write_state
 
 TOPOLOGY = textwrap.dedent("""\
     name: rt
@@ -65,8 +67,8 @@ def test_roles_resolve_to_declared_targets(tmp_path: Path, monkeypatch: pytest.M
 def test_the_state_file_names_the_topology(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPS_HOME", str(tmp_path / "ops"))
     topo = write_fleet(tmp_path)
-    (tmp_path / "ops" / "rt" / "state.json").write_text(json.dumps(
-        {"name": "rt", "topology_file": str(topo), "status": "up"}))
+    write_state(FleetState(name="rt", topology_file=str(topo), backend="local", status="up",
+                           started_at=time.time(), cwd=str(tmp_path)))
     assert load_routing("rt").name == "rt"
     assert load_routing().name == "rt"  # the latest topology that is up
     (tmp_path / "ops" / "rt" / "model_config.json").unlink()
