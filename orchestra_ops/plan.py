@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -81,7 +81,11 @@ class LaunchPlan:
     processes: tuple[ProcessSpec, ...]
     state_dir: str
     log_dir: str
-    hosts_resolved: bool = field(default=True)
+
+    @property
+    def hosts_resolved(self) -> bool:
+        """False while a slurm node's host is still unknown."""
+        return all(spec.host is not None for spec in self.processes)
 
     def by_name(self, name: str) -> ProcessSpec:
         for spec in self.processes:
@@ -95,8 +99,7 @@ class LaunchPlan:
             replace(spec, host=hosts.get(spec.node, spec.host)) if spec.host is None else spec
             for spec in self.processes
         )
-        return replace(self, processes=processes,
-                       hosts_resolved=all(spec.host is not None for spec in processes))
+        return replace(self, processes=processes)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "backend": self.backend,
@@ -120,9 +123,8 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
             processes.append(_model_process(topology, key, model, index, placement[name], log_dir))
     for key, service in topology.services.items():
         processes.append(_retrieval_process(topology, key, service, placement.get(key, ()), log_dir))
-    resolved = all(spec.host is not None for spec in processes)
     return LaunchPlan(name=topology.name, backend=topology.backend, processes=tuple(processes),
-                      state_dir=str(base), log_dir=log_dir, hosts_resolved=resolved)
+                      state_dir=str(base), log_dir=log_dir)
 
 
 def _hosts(topology: Topology, node_name: str) -> tuple[str | None, str]:
