@@ -15,18 +15,22 @@ from orchestra_ops.client.errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
-from orchestra_ops.runner.suite import TaskContext
+from orchestra_ops.runner.results import TaskId
+from orchestra_ops.runner.suite import BaseSuite, TaskContext, unit_counts
 
 
-class ChatSuite:
+class ChatSuite(BaseSuite):
+    """Send each sample's prompt to one role or model and store the answer."""
+
     name = "chat"
-    default_dataset: str | None = None
     calls_per_task = 1
 
     def __init__(self) -> None:
         self.model = ""
 
     def prepare(self, routing: Routing, options: Mapping[str, Any]) -> list[str]:
+        if len(options.get("models") or ()) > 1:
+            raise ConfigError("the chat suite sends each prompt to one --model; give it once")
         model = options.get("model")
         if not model:
             chat_roles = [r for r, key in routing.roles.items() if routing.targets[key].kind != "service"]
@@ -45,6 +49,14 @@ class ChatSuite:
         return {"answer": result.content, "finish_reason": result.finish_reason,
                 "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
                 "replica": result.replica, "attempts": result.attempts}
+
+    def score(self, records: Mapping[TaskId, dict[str, Any]], units: list[Sample]) -> dict[str, Any] | None:
+        """The chat suite grades nothing: scores.json says how many prompts were answered."""
+        return {"suite": self.name, "model": self.model, **unit_counts(records, units)}
+
+    def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
+        return [f"answered {scores['ok']} of {scores['units']} prompts ({scores['failed']} failed, "
+                f"{scores['missing']} without a result)"]
 
 
 def to_messages(prompt: Any) -> list[dict[str, Any]]:

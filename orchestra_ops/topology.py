@@ -122,6 +122,7 @@ class ModelSpec(Strict):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     max_model_len: int | None = Field(None, ge=1)
     request_defaults: dict[str, Any] = Field(default_factory=dict)
+    request_timeout_s: float | None = Field(None, gt=0)  # per call to this model; default: defaults.request_timeout_s
     engine_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     sim: SimSettings | None = None
@@ -159,6 +160,7 @@ class Provider(Strict):
     api_key_env: str | None = None
     max_concurrency: int = Field(32, ge=1)
     request_defaults: dict[str, Any] = Field(default_factory=dict)
+    request_timeout_s: float | None = Field(None, gt=0)  # per call; default: defaults.request_timeout_s
 
     @field_validator("api_key_env")
     @classmethod

@@ -1,50 +1,125 @@
-"""`ops eval SUITE`: a resumable async eval over the fleet, logged to the run dir."""
+"""`ops eval SUITE`: a resumable async eval over the fleet, logged to the run dir.
+
+One subcommand per registered suite, built on demand: the options every suite shares, plus the
+suite's own (`Suite.options`, declared as data in evals/), so `ops eval hle --help` shows exactly
+what hle takes and `ops --help` imports no suite.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from orchestra_ops.errors import OpsError
 from orchestra_ops.runner.tee import TeeHandler
 
+COMMON_OPTIONS: list[click.Option] = [
+    click.Option(["--dataset"], type=click.Path(dir_okay=False),
+                 help="Dataset file (remembered by the run dir; default: the suite's bundled one, if any)."),
+    click.Option(["--run-dir"], type=click.Path(file_okay=False), help="Default: runs/<suite>-<topology>/."),
+    click.Option(["--resume"], is_flag=True, help="Run only the units that have no result yet."),
+    click.Option(["--retry-failed"], is_flag=True, help="Rerun the units whose last result is an error."),
+    click.Option(["--dedupe"], is_flag=True, help="Keep the first sample of each duplicate id (else: an error)."),
+    click.Option(["--concurrency"], type=click.IntRange(min=1), default=32, show_default=True,
+                 help="Units of work in flight."),
+    click.Option(["--limit"], type=click.IntRange(min=0), help="Only the first N samples of the dataset."),
+    click.Option(["--timeout", "timeout"], type=click.FloatRange(min=0, min_open=True),
+                 help="Per-request timeout in seconds for every model (default: each model's request_timeout_s, "
+                      "else the topology's defaults.request_timeout_s, else 600)."),
+    click.Option(["--task-timeout"], type=click.FloatRange(min=0, min_open=True),
+                 help="Deadline of one unit in seconds (default: enough for every attempt of every call)."),
+    click.Option(["--max-retries", "attempts"], type=click.IntRange(min=1), default=3, show_default=True,
+                 help="Attempts per model call, the first included (1: never retry)."),
+    click.Option(["--model", "models"], multiple=True,
+                 help="The role or model the suite evaluates (repeat it where the suite compares models)."),
+    click.Option(["--template", "templates"], multiple=True, metavar="NAME=PATH",
+                 help="Replace one of the suite's prompt templates with this file (its sha256 is recorded)."),
+    click.Option(["--topology"], help="A topology file, or the name of a topology that is up (default: the latest)."),
+    click.Option(["--model-config"], type=click.Path(dir_okay=False),
+                 help="An endpoints file (model_config JSON); its keys are the roles."),
+    click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+                 help="Seconds between progress lines."),
+]
+COMMON_NAMES = frozenset(option.name for option in COMMON_OPTIONS if option.name)
 
-@click.command("eval")
-@click.argument("suite")
-@click.option("--dataset", type=click.Path(dir_okay=False), help="JSONL dataset (remembered by the run dir).")
-@click.option("--run-dir", type=click.Path(file_okay=False), help="Default: runs/<suite>-<topology>/.")
-@click.option("--resume", is_flag=True, help="Run only the samples that have no result yet.")
-@click.option("--retry-failed", is_flag=True, help="Rerun the samples whose last result is an error.")
-@click.option("--dedupe", is_flag=True, help="Keep the first sample of each duplicate id (else: an error).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=32, show_default=True, help="Tasks in flight.")
-@click.option("--limit", type=click.IntRange(min=0), help="Only the first N samples of the dataset.")
-@click.option("--timeout", "timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Per-request timeout in seconds (default: the topology's request_timeout_s, else 600).")
-@click.option("--task-timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Deadline of one task in seconds (default: enough for every attempt of every call).")
-@click.option("--max-retries", "attempts", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Attempts per model call, the first included (1: never retry).")
-@click.option("--model", "model", help="The role or model the suite calls (the chat suite's target).")
-@click.option("--topology", help="A topology file, or the name of a topology that is up (default: the latest).")
-@click.option("--model-config", type=click.Path(dir_okay=False),
-              help="An endpoints file (model_config JSON); its keys are the roles.")
-@click.option("--progress-every", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
-              help="Seconds between progress lines.")
-def eval_(suite: str, dataset: str | None, run_dir: str | None, resume: bool, retry_failed: bool, dedupe: bool,
-          concurrency: int, limit: int | None, timeout: float | None, task_timeout: float | None, attempts: int,
-          model: str | None, topology: str | None, model_config: str | None, progress_every: float) -> None:
-    """Run SUITE (e.g. `chat`) over the fleet; every finished task lands in the run dir's results.jsonl.
 
-    Ctrl-C stops starting tasks and lets those in flight finish (a second Ctrl-C aborts them);
-    `--resume` then continues where the run stopped.
+class EvalGroup(click.Group):
+    """`ops eval SUITE …`: the suites of evals/registry.py, each a command built when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from orchestra_ops.evals.registry import SUITES
+
+        return sorted(SUITES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from orchestra_ops.evals.registry import SUITES, load_suite
+
+        if cmd_name not in SUITES:
+            raise click.UsageError(f"unknown suite '{cmd_name}'; suites: {', '.join(sorted(SUITES))}", ctx)
+        return suite_command(cmd_name, load_suite(cmd_name))
+
+
+@click.group("eval", cls=EvalGroup)
+def eval_() -> None:
+    """Run an eval suite over the fleet; every finished unit lands in the run dir's results.jsonl.
+
+    Ctrl-C stops starting units and lets those in flight finish (a second Ctrl-C aborts them);
+    `--resume` then continues where the run stopped. `ops eval SUITE --help` lists a suite's options.
     """
-    from orchestra_ops.runner.evalrun import EvalOptions, open_tee, prepare, run_eval  # keeps `ops --help` light
 
-    options = EvalOptions(suite=suite, dataset=dataset, run_dir=run_dir, resume=resume, retry_failed=retry_failed,
-                          dedupe=dedupe, concurrency=concurrency, limit=limit, request_timeout_s=timeout,
-                          task_timeout_s=task_timeout, attempts=attempts, model=model, topology=topology,
-                          model_config=model_config, progress_interval_s=progress_every)
+
+def suite_command(name: str, suite: Any) -> click.Command:
+    """The `ops eval NAME` command: the common options plus the suite's own."""
+    own = [_click_option(option) for option in suite.options]
+    clash = [o.name for o in own if o.name in COMMON_NAMES]
+    if clash:
+        raise RuntimeError(f"suite {name!r} declares option {clash[0]!r}, which every suite already has")
+    doc = (suite.__doc__ or f"The {name} suite.").strip().split("\n\n")[0]
+    templates = ", ".join(sorted(suite.template_files))
+    if templates:
+        doc += f"\n\nTemplates (--template NAME=PATH): {templates}."
+    return click.Command(name, params=[*COMMON_OPTIONS, *own], callback=_runner(name, suite), help=doc)
+
+
+def _click_option(option: Any) -> click.Option:
+    types: dict[str, Any] = {"int": click.IntRange(min=option.minimum) if option.minimum is not None else int,
+                             "float": click.FloatRange(min=option.minimum) if option.minimum is not None else float,
+                             "str": str, "path": click.Path(), "choice": click.Choice(option.choices)}
+    if option.kind == "flag":
+        return click.Option([option.flag, option.name], is_flag=True, default=bool(option.default), help=option.help)
+    return click.Option([option.flag, option.name], type=types[option.kind], default=option.default,
+                        multiple=option.multiple, show_default=option.default not in (None, (), []),
+                        help=option.help)
+
+
+def _runner(name: str, suite: Any) -> Callable[..., None]:
+    own = [option.name for option in suite.options]
+
+    def run(**values: Any) -> None:
+        ctx = click.get_current_context()
+        given = {key: values[key] for key in own
+                 if ctx.get_parameter_source(key) is not click.core.ParameterSource.DEFAULT}
+        _run(name, values, given)
+
+    return run
+
+
+def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
+    from orchestra_ops.runner.evalrun import EvalOptions, open_tee, prepare, run_eval  # keeps `ops --help` light
+    from orchestra_ops.runner.templates import parse_overrides
+
+    models = tuple(values["models"])
+    options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
+                          retry_failed=values["retry_failed"], dedupe=values["dedupe"],
+                          concurrency=values["concurrency"], limit=values["limit"],
+                          request_timeout_s=values["timeout"], task_timeout_s=values["task_timeout"],
+                          attempts=values["attempts"], model=models[0] if models else None, models=models,
+                          suite_options=suite_options, templates=parse_overrides(values["templates"]),
+                          topology=values["topology"], model_config=values["model_config"],
+                          progress_interval_s=values["progress_every"])
     run = prepare(options)
     tee = open_tee(run.run_dir, click.echo)
     logger = logging.getLogger("orchestra_ops")

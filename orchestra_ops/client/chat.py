@@ -33,7 +33,12 @@ class ChatResult:
 
 @dataclass(frozen=True)
 class CallEvent:
-    """One model call as profile.jsonl records it (retries folded into `attempts`)."""
+    """One model call as profile.jsonl records it (retries folded into `attempts`).
+
+    `{"type": "model_call", "task": id|null, "role", "model", "replica", "start", "latency",
+    "prompt_tokens", "completion_tokens", "attempts", "status"[, "error"]}`; times in seconds.
+    `role` is the name the caller asked for (a role, or a model key), `model` the target it resolved to.
+    """
 
     role: str
     model: str
@@ -45,9 +50,11 @@ class CallEvent:
     attempts: int
     status: str  # "ok" or the CallError kind
     error: str | None = None
+    task: str | int | None = None  # the task (unit of work) that made the call
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "model": self.model, "replica": self.replica, "start": round(self.start, 6),
+        return {"type": "model_call", "task": self.task, "role": self.role, "model": self.model,
+                "replica": self.replica, "start": round(self.start, 6),
                 "latency": round(self.latency_s, 6), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "attempts": self.attempts,
                 "status": self.status, **({"error": self.error} if self.error else {})}
@@ -66,27 +73,37 @@ class ModelClient:
     max_model_len: int | None = None
     api_key_env: str | None = None
     on_call: Callable[[CallEvent], None] | None = None
+    slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
 
-    async def chat(self, messages: Sequence[Message], *, role: str = "", **params: Any) -> ChatResult:
+    async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
+                   **params: Any) -> ChatResult:
         """POST /chat/completions; retry what can succeed next time; raise CallError otherwise."""
+        if self.slots is not None:
+            async with self.slots:
+                return await self._timed_chat(messages, role, task, params)
+        return await self._timed_chat(messages, role, task, params)
+
+    async def _timed_chat(self, messages: Sequence[Message], role: str, task: str | int | None,
+                          params: Mapping[str, Any]) -> ChatResult:
         start_wall, start = time.time(), time.monotonic()
         try:
             result = await self._chat(list(messages), params)
         except CallError as exc:
-            self._report(role, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
+            self._report(role, task, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
             raise
-        self._report(role, start_wall, start, result, result.attempts, "ok", None, result.replica)
+        self._report(role, task, start_wall, start, result, result.attempts, "ok", None, result.replica)
         return result
 
-    def _report(self, role: str, start_wall: float, start: float, result: ChatResult | None, attempts: int,
-                status: str, error: str | None, replica: str | None) -> None:
+    def _report(self, role: str, task: str | int | None, start_wall: float, start: float,
+                result: ChatResult | None, attempts: int, status: str, error: str | None,
+                replica: str | None) -> None:
         if self.on_call is None:
             return
         self.on_call(CallEvent(role=role, model=self.name, replica=replica, start=start_wall,
                                latency_s=time.monotonic() - start,
                                prompt_tokens=result.prompt_tokens if result else None,
                                completion_tokens=result.completion_tokens if result else None,
-                               attempts=attempts, status=status, error=error))
+                               attempts=attempts, status=status, error=error, task=task))
 
     def build_body(self, messages: list[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         """request_defaults, then the caller's params (nested dicts merged), then model and messages."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -30,6 +31,8 @@ class Fleet:
         self.routing = routing
         self.retry = retry or RetryPolicy()
         self.request_timeout_s = request_timeout_s or routing.request_timeout_s
+        self._timeout_from_cli = request_timeout_s is not None  # --timeout overrides every per-model one
+        self._limits: dict[str, int] = {}
         self.replica_cap = replica_cap
         self.unavailable_wait_s = unavailable_wait_s
         self.transport: Transport = transport or AiohttpTransport()
@@ -66,13 +69,29 @@ class Fleet:
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
         pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s)
+        timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
+                                                                         or self.request_timeout_s)
+        limit = self._limits.get(target.name)
         return ModelClient(name=target.name, served_name=target.served_name, pool=pool,
-                           request_timeout_s=self.request_timeout_s, retry=self.retry,
+                           request_timeout_s=timeout, retry=self.retry,
+                           slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
                            api_key_env=target.api_key_env, on_call=self.on_call)
 
-    async def chat(self, name: str, messages: Sequence[Message], **params: Any) -> ChatResult:
-        return await self.client(name).chat(messages, role=name, **params)
+    def limit(self, name: str, concurrency: int) -> None:
+        """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).
+
+        Call before the first request to that target; the cap is per target, shared by every role
+        that resolves to it.
+        """
+        target = self.routing.chat_target(name)
+        if target.name in self._clients:
+            raise RuntimeError(f"limit({name!r}) after the first call to {target.name!r}")
+        self._limits[target.name] = concurrency
+
+    async def chat(self, name: str, messages: Sequence[Message], *, task: str | int | None = None,
+                   **params: Any) -> ChatResult:
+        return await self.client(name).chat(messages, role=name, task=task, **params)
 
     async def discover_limits(self, names: Iterable[str]) -> None:
         """Best effort: read `max_model_len` from `/v1/models` for local models that do not declare it."""

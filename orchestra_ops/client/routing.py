@@ -31,6 +31,7 @@ class Target:
     max_concurrency: int | None = None  # providers
     request_defaults: Mapping[str, Any] = field(default_factory=dict)
     max_model_len: int | None = None
+    request_timeout_s: float | None = None  # this target's own per-call timeout (None: the routing's)
 
     @property
     def where(self) -> str:
@@ -88,14 +89,16 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
     for key, model in topology.models.items():
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(model.served_name, []))
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
-                              request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len)
+                              request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
+                              request_timeout_s=model.request_timeout_s)
     for key in topology.services:
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(key, []))
         targets[key] = Target(name=key, kind="service", served_name=key, addresses=addresses)
     for key, provider in topology.providers.items():
         targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
                               api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
-                              request_defaults=dict(provider.request_defaults))
+                              request_defaults=dict(provider.request_defaults),
+                              request_timeout_s=provider.request_timeout_s)
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s)

@@ -1,16 +1,68 @@
-"""ProfileWriter: `profile.jsonl`, one event per model call (role, model, replica, latency, tokens…)."""
+"""ProfileWriter: `profile.jsonl`, one JSON event per line, each with a `type`:
+
+    model_call  one model call, written by the engine (client.chat.CallEvent):
+                {"type": "model_call", "task", "role", "model", "replica", "start", "latency",
+                 "prompt_tokens", "completion_tokens", "attempts", "status"[, "error"]}
+    tool_call   one tool call of an agent suite, written by the suite through its task context
+                (ToolEvent below): {"type": "tool_call", "task", "round", "tool", "alias", "target",
+                 "model", "replica", "start", "latency", "expert_latency", "<part>_latency"…,
+                 "status"[, "error"]}
+
+Times are seconds (`start` since the epoch). Lines written before this schema have no `type`:
+read them as model calls.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
-
-from orchestra_ops.client.chat import CallEvent
+from typing import IO, Any, Protocol
 
 PROFILE_FILE = "profile.jsonl"
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """One tool call of an agent loop (search, enhance_reasoning, answer …), end to end.
+
+    `latency_s` is the whole tool call; `expert_s` the expert model call alone; `parts` the other
+    timed pieces by name (`retrieval`, `exec`, `judge`), each written as `<name>_latency`.
+    """
+
+    task: str | int
+    tool: str
+    start: float  # wall clock, seconds since the epoch
+    latency_s: float
+    status: str = "ok"  # "ok" or an error kind
+    round: int | None = None
+    alias: str | None = None  # the name the orchestrator used (e.g. search-1)
+    target: str | None = None  # the role or model key the alias resolved to
+    model: str | None = None  # the served model name of the expert
+    replica: str | None = None
+    expert_s: float | None = None
+    parts: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "tool_call", "task": self.task, "round": self.round, "tool": self.tool, "alias": self.alias,
+            "target": self.target, "model": self.model, "replica": self.replica, "start": round(self.start, 6),
+            "latency": round(self.latency_s, 6),
+            "expert_latency": None if self.expert_s is None else round(self.expert_s, 6),
+        }
+        out.update({f"{name}_latency": round(value, 6) for name, value in self.parts.items()})
+        out["status"] = self.status
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class Event(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class ProfileWriter:
@@ -24,7 +76,7 @@ class ProfileWriter:
         self._last = time.monotonic()
         self.events = 0
 
-    def __call__(self, event: CallEvent) -> None:
+    def __call__(self, event: Event) -> None:
         self._buffer.append(json.dumps(event.to_json()) + "\n")
         self.events += 1
         if len(self._buffer) >= self.batch_size or time.monotonic() - self._last >= self.max_delay_s:

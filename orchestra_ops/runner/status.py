@@ -45,10 +45,7 @@ def run_status(run_dir: str | Path) -> RunStatus:
     dataset = (info or {}).get("dataset")
     samples: list[Sample] | None = None
     if dataset and Path(dataset).is_file():
-        samples = load_dataset(dataset, dedupe=bool((info or {}).get("dedupe")))
-        limit = (info or {}).get("limit")
-        if isinstance(limit, int):
-            samples = samples[:limit]
+        samples = _units(info or {}, Path(dataset))
     missing_samples = [s for s in samples if sample_id(s) not in final] if samples is not None else []
     ids = {sample_id(s) for s in samples} if samples is not None else set()
     return RunStatus(run_dir=str(root), dataset=dataset, dataset_size=len(samples) if samples is not None else None,
@@ -62,3 +59,23 @@ def write_samples(path: str | Path, samples: list[Sample]) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         for sample in samples:
             handle.write(json.dumps(sample, ensure_ascii=False) + "\n")
+
+
+def _units(info: dict[str, Any], dataset: Path) -> list[Sample]:
+    """The run's units of work, as its suite makes them from the dataset (limit and dedupe as recorded)."""
+    from orchestra_ops.evals.registry import SUITES, load_suite
+
+    dedupe = bool(info.get("dedupe"))
+    suite_name = info.get("suite")
+    suite = load_suite(suite_name) if isinstance(suite_name, str) and suite_name in SUITES else None
+    samples = suite.load(dataset, dedupe=dedupe) if suite is not None else load_dataset(dataset, dedupe=dedupe)
+    limit = info.get("limit")
+    if isinstance(limit, int):
+        samples = samples[:limit]
+    if suite is None:
+        return samples
+    models = [str(m) for m in info.get("models") or []]
+    recorded = info.get("suite_options")
+    options = {**(recorded if isinstance(recorded, dict) else {}), "models": models,
+               "model": models[0] if models else None}
+    return suite.units(samples, options)

@@ -32,8 +32,10 @@ TOPOLOGY = textwrap.dedent("""\
         port: 18500
         max_model_len: 4096
         request_defaults: {temperature: 0}
+        request_timeout_s: 45
     providers:
-      judge: {kind: openai, model: gpt-x, base_url: "http://127.0.0.1:PORT/v1", api_key_env: RT_JUDGE_KEY}
+      judge: {kind: openai, model: gpt-x, base_url: "http://127.0.0.1:PORT/v1", api_key_env: RT_JUDGE_KEY,
+              request_timeout_s: 900}
     roles:
       responder: answer
       judge: judge
@@ -57,6 +59,7 @@ def test_roles_resolve_to_declared_targets(tmp_path: Path, monkeypatch: pytest.M
     assert role == "responder" and target.name == "answer" and target.served_name == "sim/answer"
     assert target.addresses == (("127.0.0.1", 18500), ("127.0.0.1", 18501))
     assert target.max_model_len == 4096 and dict(target.request_defaults) == {"temperature": 0}
+    assert target.request_timeout_s == 45 and routing.resolve("judge")[1].request_timeout_s == 900
     assert routing.resolve("sim/answer")[1] is target  # the served name works too
     assert routing.resolve("judge")[1].kind == "provider"
     with pytest.raises(ConfigError, match="'gpt-4o' is neither a role nor a declared model"):
