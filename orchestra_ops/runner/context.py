@@ -18,9 +18,11 @@ from orchestra_ops.runner.results import TaskId
 class RunContext:
     """What `Suite.run` may call for the unit `task_id` (see runner/suite.py TaskContext)."""
 
-    def __init__(self, fleet: Fleet, task_id: TaskId, on_event: Callable[[Event], None] | None = None) -> None:
+    def __init__(self, fleet: Fleet, task_id: TaskId, on_event: Callable[[Event], None] | None = None,
+                 previous: dict[str, Any] | None = None) -> None:
         self.fleet = fleet
         self.task_id = task_id
+        self.previous = previous  # this unit's last stored record (a --retry-failed rerun), else None
         self._on_event = on_event
 
     async def chat(self, name: str, messages: Sequence[Message], **params: Any) -> ChatResult:

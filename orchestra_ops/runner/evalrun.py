@@ -268,7 +268,12 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
                 run.store.append(record)
                 tee.line(completion_line(record, elapsed, run.suite.summary_fields))
 
-            await run_tasks(run.todo, lambda sample: run.suite.run(sample, RunContext(fleet, sample["id"], profile)),
+            previous = run.store.final_records() if run.options.retry_failed else {}
+
+            def context(sample: Sample) -> RunContext:
+                return RunContext(fleet, sample["id"], profile, previous.get(sample_id(sample)))
+
+            await run_tasks(run.todo, lambda sample: run.suite.run(sample, context(sample)),
                             concurrency=run.options.concurrency, task_timeout_s=run.task_timeout_s,
                             on_done=done, progress=progress, controller=controller)
         finally:

@@ -53,6 +53,7 @@ class TaskContext(Protocol):
     """What a suite may do while it runs one unit: only through the engine (routed, bounded, profiled)."""
 
     task_id: TaskId
+    previous: dict[str, Any] | None  # this unit's last stored record when it is rerun (--retry-failed)
 
     async def chat(self, name: str, messages: Sequence[Message], **params: Any) -> ChatResult:
         """A chat call to a role, model or provider the routing declares."""
