@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "plan": "plan_cmd:plan",
     "eval": "eval_cmd:eval_",
     "eval-status": "eval_status_cmd:eval_status",
+    "analyze": "analyze_cmd:analyze",
+    "compare": "compare_cmd:compare",
     "bench": "bench_cmd:bench",
     "serve": "serve_cmd:serve",
     "index": "index_cmd:index",
@@ -81,6 +83,8 @@ def main(verbose: int) -> None:
       ops up topologies/local.yaml       launch, wait until serving, write endpoints
       ops health                         every replica, its state, load and latency
       ops eval chat --resume             resumable async eval with tee logs
+      ops analyze runs/chat-local        latency tables, histograms, report.html
+      ops compare runs/a runs/b          same work? then the score difference
       ops down                           stop everything, verify nothing is left
     """
     level = logging.WARNING - 10 * verbose

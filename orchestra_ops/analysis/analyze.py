@@ -1,0 +1,170 @@
+"""`ops analyze RUN_DIR`: the numbers of a run, written to `RUN_DIR/analysis/stats.json`.
+
+stats.json holds: the scores (the suite's scores.json and the score recomputed from results),
+tasks (finished, failed, errors by type, latency, the slowest ids), model calls per role and per
+model (latency summary, errors, tokens), tools end to end and the expert call alone, each tool's
+parts, throughput (calls and tasks per second over the busy time), the timeline, and one linear
+and one log-spaced histogram per metric. `analyze_run` also draws the plots and writes
+report.html (see plots.py, report.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestra_ops.analysis.events import ModelCall
+from orchestra_ops.analysis.histogram import histogram
+from orchestra_ops.analysis.latency import (
+    call_errors,
+    model_call_rows,
+    model_shadowed_by_role,
+    tool_part_rows,
+    tool_rows,
+)
+from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
+from orchestra_ops.analysis.scoring import task_scores
+from orchestra_ops.analysis.stats import summarize
+from orchestra_ops.analysis.timeline import busy_seconds, timeline
+from orchestra_ops.fsutil import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+STATS_FILE = "stats.json"
+SLOWEST = 10
+
+
+@dataclass
+class Metric:
+    """One distribution that gets a pair of histograms (linear and log bins)."""
+
+    key: str  # file-name safe: role_orchestrator, tool_search_expert
+    title: str
+    unit: str
+    values: list[float] = field(repr=False)
+
+
+@dataclass
+class Analysis:
+    run_dir: Path
+    out_dir: Path
+    stats: dict[str, Any]
+    metrics: list[Metric]
+    plots: dict[str, dict[str, str]] = field(default_factory=dict)  # metric key -> scale -> file name
+    plot_note: str | None = None  # why there are no plots, when there are none
+    report: Path | None = None
+
+    @property
+    def stats_path(self) -> Path:
+        return self.out_dir / STATS_FILE
+
+
+def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]:
+    profile = run.profile
+    calls = profile.model_calls
+    metrics = _metrics(run)
+    busy = busy_seconds([(c.start, c.end) for c in calls] + [(t.start, t.end) for t in profile.tool_calls])
+    span = profile.span
+    finished = list(run.final.values())
+    failed = [r for r in finished if r.get("status") != "ok"]
+    slowest = sorted((r for r in finished if isinstance(r.get("elapsed"), (int, float))),
+                     key=lambda r: -float(r["elapsed"]))[:SLOWEST]
+    stats: dict[str, Any] = {
+        "run_dir": str(run.run_dir),
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "bins": bins,
+        "definitions": {"latency_unit": "s", "std": "population (ddof=0)",
+                        "percentiles": "linear interpolation between closest ranks (numpy default)",
+                        "under_5s": "share of values < 5 s (0..1)",
+                        "latency": "successful calls only; failed calls are counted under errors"},
+        "manifest": run.manifest,
+        "scores": {"suite": run.scores, "recomputed": task_scores(run.final).to_json()},
+        "tasks": {"finished": len(finished), "ok": len(finished) - len(failed), "failed": len(failed),
+                  "executions": len(run.records), "unreadable_result_lines": run.bad_result_lines,
+                  "errors_by_type": dict(Counter(str(r.get("error_type", "unknown")) for r in failed).most_common()),
+                  "latency": summarize(float(r["elapsed"]) for r in finished
+                                       if isinstance(r.get("elapsed"), (int, float))),
+                  "slowest": [{"id": r["id"], "elapsed": r["elapsed"], "status": r.get("status"),
+                               **({"error_type": r["error_type"]} if "error_type" in r else {})} for r in slowest]},
+        "calls": {"model_calls": len(calls), "tool_calls": len(profile.tool_calls),
+                  "errors_by_type": call_errors(profile), "unreadable_profile_lines": profile.skipped,
+                  "unknown_event_types": profile.unknown_types},
+        "by_role": model_call_rows(calls, lambda c: c.role),
+        "by_model": model_call_rows(calls, lambda c: c.model),
+        "by_tool": {"e2e": tool_rows(profile.tool_calls, expert=False),
+                    "expert": tool_rows(profile.tool_calls, expert=True)},
+        "tool_parts": tool_part_rows(profile.tool_calls),
+        "throughput": {"wall_span_s": (span[1] - span[0]) if span else None, "busy_s": busy,
+                       "calls_per_s": len(calls) / busy if busy > 0 else None,
+                       "tasks_per_s": len(run.records) / busy if busy > 0 and run.records else None},
+        "timeline": timeline(profile),
+        "histograms": {m.key: {"title": m.title, "unit": m.unit, "n": len(m.values),
+                               "linear": histogram(m.values, bins, "linear"),
+                               "log": histogram(m.values, bins, "log")} for m in metrics},
+    }
+    return stats, metrics
+
+
+def _metrics(run: RunData) -> list[Metric]:
+    calls = run.profile.model_calls
+    ok_calls = [c for c in calls if c.ok]
+    metrics = [Metric("task_e2e", "task latency (end to end)", "s",
+                      [float(r["elapsed"]) for r in run.final.values() if isinstance(r.get("elapsed"), (int, float))])]
+    metrics += _group_metrics(ok_calls, "role", lambda c: c.role)
+    metrics += _group_metrics(ok_calls, "model", lambda c: c.model, skip=model_shadowed_by_role(calls))
+    tools = sorted({c.tool for c in run.profile.tool_calls})
+    for tool in tools:
+        ok = [c for c in run.profile.tool_calls if c.tool == tool and c.ok]
+        metrics.append(Metric(f"tool_{_safe(tool)}_e2e", f"tool '{tool}' end to end", "s", [c.latency for c in ok]))
+        expert = [c.expert for c in ok if c.expert is not None]
+        if expert:
+            metrics.append(Metric(f"tool_{_safe(tool)}_expert", f"tool '{tool}' expert call alone", "s", expert))
+    for kind in ("prompt", "completion"):
+        values = [float(v) for c in ok_calls if (v := getattr(c, f"{kind}_tokens")) is not None]
+        metrics.append(Metric(f"tokens_{kind}", f"{kind} tokens per call", "tokens", values))
+    return [m for m in metrics if m.values]
+
+
+def _group_metrics(calls: list[ModelCall], kind: str, key: Callable[[ModelCall], str],
+                   skip: Collection[str] = ()) -> list[Metric]:
+    """One latency metric per role (or model); `skip`: names whose calls another metric already shows."""
+    groups: dict[str, list[float]] = {}
+    for call in calls:
+        groups.setdefault(key(call), []).append(call.latency)
+    return [Metric(f"{kind}_{_safe(name)}", f"{kind} '{name}'", "s", values)
+            for name, values in sorted(groups.items()) if name not in skip]
+
+
+def _safe(name: str) -> str:
+    """A file-name-safe form of a role, model or tool name (`Qwen/Qwen3-32B` -> `Qwen_Qwen3-32B`)."""
+    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in name).strip("._") or "x"
+
+
+def analyze_run(run_dir: str | Path, *, bins: int = 10, plots: bool = True, report: bool = True) -> Analysis:
+    """Compute, write stats.json, draw the plots (when matplotlib is there) and write report.html."""
+    run = load_run(run_dir)
+    stats, metrics = compute(run, bins)
+    out_dir = run.run_dir / ANALYSIS_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    analysis = Analysis(run.run_dir, out_dir, stats, metrics)
+    if plots:
+        from orchestra_ops.analysis.plots import PlotsUnavailable, draw_all
+
+        try:
+            analysis.plots = draw_all(stats, metrics, out_dir)
+        except PlotsUnavailable as exc:
+            analysis.plot_note = str(exc)
+            log.warning("%s", exc)
+    stats["plots"] = analysis.plots
+    atomic_write_text(analysis.stats_path, json.dumps(stats, indent=2, default=str) + "\n")
+    if report:
+        from orchestra_ops.analysis.report import write_report
+
+        analysis.report = write_report(analysis)
+    return analysis

@@ -1,0 +1,188 @@
+"""`ops compare RUN_A RUN_B`: did two runs do the same work, then how their scores and latencies differ.
+
+Equivalence is proven from the two manifests (run.json) and results: the same suite and suite
+options, the same dataset (file sha256 and the sha256 of its id list), the same prompt templates
+(sha256 of each), the same judge (model and settings), and results over the same ids. Each
+difference is named. What is *meant* to differ (the routing: the models under test) is listed
+apart and does not break equivalence.
+
+The score difference (B − A) is taken over the ids both runs graded, with a paired bootstrap
+interval and, for 0/1 scores, McNemar's test (significance.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestra_ops.analysis.analyze import compute
+from orchestra_ops.analysis.rundata import RunData, load_run
+from orchestra_ops.analysis.scoring import BINARY_METRICS, run_metric, task_scores
+from orchestra_ops.analysis.significance import mcnemar, paired_bootstrap
+from orchestra_ops.runner.manifest import manifest_of
+
+SHOWN_IDS = 5
+LATENCY_FIELDS = ("mean", "p50", "p90", "p99")
+
+
+@dataclass
+class Difference:
+    item: str  # what differs: "dataset file", "template 'judge'", "ids"
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"item": self.item, "detail": self.detail}
+
+
+@dataclass
+class Comparison:
+    run_a: Path
+    run_b: Path
+    differences: list[Difference] = field(default_factory=list)
+    intended: list[Difference] = field(default_factory=list)  # what is compared (routing, models)
+    score: dict[str, Any] | None = None
+    score_note: str | None = None
+    latency: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.differences
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_a": str(self.run_a), "run_b": str(self.run_b), "equivalent": self.equivalent,
+                "differences": [d.to_json() for d in self.differences],
+                "intended_differences": [d.to_json() for d in self.intended],
+                "score": self.score, "score_note": self.score_note, "latency": self.latency}
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, *, resamples: int = 2000, seed: int = 0) -> Comparison:
+    a, b = load_run(run_a), load_run(run_b)
+    result = Comparison(a.run_dir, b.run_dir)
+    result.differences = equivalence(a, b)
+    result.intended = intended_differences(a, b)
+    result.score, result.score_note = score_difference(a, b, resamples=resamples, seed=seed)
+    result.latency = latency_deltas(a, b)
+    return result
+
+
+def equivalence(a: RunData, b: RunData) -> list[Difference]:
+    out: list[Difference] = []
+    ma, mb = manifest_of(a.manifest), manifest_of(b.manifest)
+    for name, manifest, run in (("A", ma, a), ("B", mb, b)):
+        if manifest is None:
+            out.append(Difference("manifest", f"run {name} ({run.run_dir}) has no manifest in run.json: which "
+                                  "dataset, prompts and judge it used cannot be proven"))
+    if ma is not None and mb is not None:
+        out += _same(ma.get("suite"), mb.get("suite"), "suite")
+        out += _same(ma.get("suite_options"), mb.get("suite_options"), "suite options")
+        da, db = ma.get("dataset") or {}, mb.get("dataset") or {}
+        out += _same(da.get("ids_sha256"), db.get("ids_sha256"), "dataset ids",
+                     f"the id lists differ ({da.get('count')} vs {db.get('count')} ids)")
+        out += _same(da.get("sha256"), db.get("sha256"), "dataset file",
+                     f"the dataset files differ ({da.get('path')} sha256 {_short(da.get('sha256'))} vs "
+                     f"{db.get('path')} sha256 {_short(db.get('sha256'))})")
+        out += _templates(ma.get("templates") or {}, mb.get("templates") or {})
+        out += _same(ma.get("judge"), mb.get("judge"), "judge")
+    out += _ids(a, b)
+    return out
+
+
+def _same(x: Any, y: Any, item: str, detail: str | None = None) -> list[Difference]:
+    if x == y:
+        return []
+    return [Difference(item, detail or f"A: {_show(x)}; B: {_show(y)}")]
+
+
+def _templates(ta: dict[str, Any], tb: dict[str, Any]) -> list[Difference]:
+    out = []
+    for name in sorted(set(ta) | set(tb)):
+        ha, hb = _template_hash(ta.get(name)), _template_hash(tb.get(name))
+        if ha is None or hb is None:
+            out.append(Difference(f"template '{name}'", f"used only by run {'A' if hb is None else 'B'}"))
+        elif ha != hb:
+            out.append(Difference(f"template '{name}'", f"the prompt texts differ (sha256 {_short(ha)} vs "
+                                  f"{_short(hb)})"))
+    return out
+
+
+def _template_hash(entry: Any) -> str | None:
+    if isinstance(entry, dict):
+        return entry.get("sha256")
+    return None if entry is None else str(entry)
+
+
+def _ids(a: RunData, b: RunData) -> list[Difference]:
+    ids_a, ids_b = set(a.final), set(b.final)
+    out = []
+    for name, only in (("A", ids_a - ids_b), ("B", ids_b - ids_a)):
+        if only:
+            shown = ", ".join(repr(i) for i in sorted(only, key=str)[:SHOWN_IDS])
+            more = f" and {len(only) - SHOWN_IDS} more" if len(only) > SHOWN_IDS else ""
+            out.append(Difference("ids", f"{len(only)} id(s) have results only in run {name}: {shown}{more}"))
+    return out
+
+
+def intended_differences(a: RunData, b: RunData) -> list[Difference]:
+    ma, mb = manifest_of(a.manifest) or {}, manifest_of(b.manifest) or {}
+    out = _same(ma.get("routing"), mb.get("routing"), "routing",
+                f"A: {_routing_text(ma.get('routing'))}; B: {_routing_text(mb.get('routing'))}")
+    out += _same((ma.get("topology") or {}).get("sha256"), (mb.get("topology") or {}).get("sha256"), "topology")
+    out += _same(ma.get("ops"), mb.get("ops"), "ops version")
+    return out
+
+
+def _routing_text(routing: Any) -> str:
+    if not isinstance(routing, list):
+        return _show(routing)
+    return ", ".join(f"{r.get('role')}->{r.get('served_name') or r.get('target')}x{r.get('replicas', '?')}"
+                     for r in routing if isinstance(r, dict))
+
+
+def score_difference(a: RunData, b: RunData, *, resamples: int, seed: int) -> tuple[dict[str, Any] | None, str | None]:
+    metric_a, metric_b = run_metric(a.final), run_metric(b.final)
+    if metric_a != metric_b:
+        return None, f"the runs are scored differently (A: {metric_a}, B: {metric_b}); no score difference"
+    sa, sb = task_scores(a.final, metric_a), task_scores(b.final, metric_b)
+    shared = sorted(set(sa.values) & set(sb.values), key=str)
+    if not shared:
+        return None, "no id was graded in both runs"
+    xs = [sa.values[i] for i in shared]
+    ys = [sb.values[i] for i in shared]
+    interval = paired_bootstrap(xs, ys, resamples=resamples, seed=seed)
+    score: dict[str, Any] = {"metric": metric_a, "shared_ids": len(shared), "a": sum(xs) / len(xs),
+                             "b": sum(ys) / len(ys), "a_all": sa.mean, "b_all": sb.mean,
+                             "interval": interval.to_json()}
+    if metric_a in BINARY_METRICS:
+        score["mcnemar"] = mcnemar(xs, ys).to_json()
+    return score, None
+
+
+def latency_deltas(a: RunData, b: RunData) -> list[dict[str, Any]]:
+    stats_a, _ = compute(a)
+    stats_b, _ = compute(b)
+    rows = []
+    groups = [("tasks", {"end to end": stats_a["tasks"]["latency"]}, {"end to end": stats_b["tasks"]["latency"]}),
+              ("role", stats_a["by_role"], stats_b["by_role"]),
+              ("tool", stats_a["by_tool"]["e2e"], stats_b["by_tool"]["e2e"]),
+              ("tool expert", stats_a["by_tool"]["expert"], stats_b["by_tool"]["expert"])]
+    for kind, rows_a, rows_b in groups:
+        for name in sorted(set(rows_a) | set(rows_b)):
+            ra, rb = rows_a.get(name) or {}, rows_b.get(name) or {}
+            row: dict[str, Any] = {"group": kind, "name": name, "count_a": ra.get("count", 0),
+                                   "count_b": rb.get("count", 0)}
+            for key in LATENCY_FIELDS:
+                va, vb = ra.get(key), rb.get(key)
+                row[f"{key}_a"], row[f"{key}_b"] = va, vb
+                row[f"{key}_delta"] = None if va is None or vb is None else vb - va
+            rows.append(row)
+    return rows
+
+
+def _short(digest: Any) -> str:
+    return str(digest)[:12] if digest else "?"
+
+
+def _show(value: Any) -> str:
+    text = "(none)" if value is None else str(value)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,149 @@
+"""Reading a run dir's `profile.jsonl` into typed events.
+
+Each line is one JSON event. `type` says which: `model_call` (the default: lines written before
+events had a type are model calls) or `tool_call`. A torn last line (a crash mid-write) and lines
+that are not events are skipped and counted, never fatal: the analysis of a week-long run must
+not die on one bad byte.
+
+model_call: role, model, replica, start (epoch s), latency (s), prompt_tokens, completion_tokens,
+            attempts, status ("ok" or an error kind), error, task (the task id, when known).
+tool_call:  tool, model, task, start, latency (s, end to end), status, and the tool's parts in
+            seconds (e.g. search: query writer and retrieval; answer: expert and judge); `expert`
+            is the part spent in the expert model alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROFILE_FILE = "profile.jsonl"
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    role: str
+    model: str
+    replica: str | None
+    start: float
+    latency: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    attempts: int
+    status: str
+    error: str | None = None
+    task: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def end(self) -> float:
+        return self.start + self.latency
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    tool: str
+    model: str | None
+    start: float
+    latency: float  # end to end
+    status: str
+    expert: float | None  # the expert model's time alone (None when the tool has no expert call)
+    parts: dict[str, float] = field(default_factory=dict)  # component -> seconds
+    task: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def end(self) -> float:
+        return self.start + self.latency
+
+
+@dataclass
+class Profile:
+    model_calls: list[ModelCall] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    skipped: int = 0  # lines that were not readable events
+    unknown_types: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        """(first start, last end) over every event, or None without events."""
+        events: list[ModelCall | ToolCall] = [*self.model_calls, *self.tool_calls]
+        if not events:
+            return None
+        return min(e.start for e in events), max(e.end for e in events)
+
+
+def read_profile(run_dir: str | Path) -> Profile:
+    path = Path(run_dir) / PROFILE_FILE
+    profile = Profile()
+    try:
+        handle = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return profile
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            if not raw.endswith(b"\n"):
+                log.warning("%s:%d: ignoring a torn last line", path, number)
+                profile.skipped += 1
+                break
+            try:
+                data = json.loads(raw)
+                _add(profile, data)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.debug("%s:%d: not an event (%s)", path, number, exc)
+                profile.skipped += 1
+    if profile.skipped:
+        log.warning("%s: %d line(s) were not readable events and were skipped", path, profile.skipped)
+    return profile
+
+
+def _add(profile: Profile, data: Any) -> None:
+    if not isinstance(data, dict):
+        raise TypeError("not an object")
+    kind = data.get("type", "model_call")
+    if kind == "model_call":
+        profile.model_calls.append(_model_call(data))
+    elif kind == "tool_call":
+        profile.tool_calls.append(_tool_call(data))
+    else:
+        profile.unknown_types[str(kind)] = profile.unknown_types.get(str(kind), 0) + 1
+
+
+def _task(data: dict[str, Any]) -> str | None:
+    task = data.get("task")
+    return None if task is None else str(task)
+
+
+def _model_call(data: dict[str, Any]) -> ModelCall:
+    return ModelCall(role=str(data.get("role") or data["model"]), model=str(data["model"]),
+                     replica=data.get("replica"), start=float(data["start"]), latency=float(data["latency"]),
+                     prompt_tokens=_int(data.get("prompt_tokens")),
+                     completion_tokens=_int(data.get("completion_tokens")),
+                     attempts=int(data.get("attempts") or 1), status=str(data.get("status") or "ok"),
+                     error=data.get("error"), task=_task(data))
+
+
+def _tool_call(data: dict[str, Any]) -> ToolCall:
+    raw_parts = data.get("parts") or {}
+    parts = {str(k): float(v) for k, v in raw_parts.items() if isinstance(v, (int, float))}
+    expert = data.get("expert")
+    return ToolCall(tool=str(data["tool"]), model=data.get("model"), start=float(data["start"]),
+                    latency=float(data["latency"]), status=str(data.get("status") or "ok"),
+                    expert=None if expert is None else float(expert), parts=parts, task=_task(data))
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)

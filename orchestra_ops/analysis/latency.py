@@ -1,0 +1,85 @@
+"""Latency and token tables: per role, per model, per tool (end to end and the expert alone), per task.
+
+Latencies are those of calls that succeeded (a failed call's time says how long it took to fail,
+not how long the model takes); failed calls are counted per group under `errors`. Expert-only
+times follow the users' analyser: search = the query writer's call, answer = the expert without
+the judge, enhance_reasoning = the code writer's call without running the code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from orchestra_ops.analysis.events import ModelCall, Profile, ToolCall
+from orchestra_ops.analysis.stats import summarize, totals
+
+ALL = "(all)"
+Event = TypeVar("Event", ModelCall, ToolCall)
+
+
+def _grouped(events: Iterable[Event], key: Callable[[Event], str]) -> dict[str, list[Event]]:
+    groups: dict[str, list[Event]] = defaultdict(list)
+    for event in events:
+        groups[key(event)].append(event)
+    return dict(sorted(groups.items()))
+
+
+def model_call_rows(calls: list[ModelCall], key: Callable[[ModelCall], str]) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for name, group in _grouped(calls, key).items():
+        ok = [c for c in group if c.ok]
+        rows[name] = {**summarize(c.latency for c in ok), "errors": len(group) - len(ok),
+                      "retried": sum(1 for c in group if c.attempts > 1),
+                      "prompt_tokens": totals(c.prompt_tokens for c in ok),
+                      "completion_tokens": totals(c.completion_tokens for c in ok)}
+    return rows
+
+
+def tool_rows(calls: list[ToolCall], *, expert: bool) -> dict[str, dict[str, Any]]:
+    """One row per tool (and `(all)` when there are several): end to end, or the expert part alone."""
+    def value(call: ToolCall) -> float | None:
+        return call.expert if expert else call.latency
+
+    rows: dict[str, dict[str, Any]] = {}
+    usable = [c for c in calls if c.ok and value(c) is not None]
+    groups = _grouped(usable, lambda c: c.tool)
+    for name, group in groups.items():
+        rows[name] = {**summarize(v for c in group if (v := value(c)) is not None),
+                      "errors": sum(1 for c in calls if c.tool == name and not c.ok)}
+    if len(groups) > 1:
+        rows[ALL] = {**summarize(v for c in usable if (v := value(c)) is not None),
+                     "errors": sum(1 for c in calls if not c.ok)}
+    return rows
+
+
+def tool_part_rows(calls: list[ToolCall]) -> dict[str, dict[str, dict[str, Any]]]:
+    """tool -> part (e.g. retrieval, judge) -> summary of that part's seconds."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for tool, group in _grouped([c for c in calls if c.ok], lambda c: c.tool).items():
+        parts: dict[str, list[float]] = defaultdict(list)
+        for call in group:
+            for part, seconds in call.parts.items():
+                parts[part].append(seconds)
+        if parts:
+            out[tool] = {part: summarize(values) for part, values in sorted(parts.items())}
+    return out
+
+
+def call_errors(profile: Profile) -> dict[str, int]:
+    """Failed model and tool calls by error kind (`status`)."""
+    counts = Counter(c.status for c in profile.model_calls if not c.ok)
+    counts.update(f"{c.tool}:{c.status}" for c in profile.tool_calls if not c.ok)
+    return dict(counts.most_common())
+
+
+def model_shadowed_by_role(calls: list[ModelCall]) -> set[str]:
+    """Models whose calls are exactly one role's calls (their histogram would repeat the role's)."""
+    roles_of: dict[str, set[str]] = defaultdict(set)
+    models_of: dict[str, set[str]] = defaultdict(set)
+    for call in calls:
+        roles_of[call.model].add(call.role)
+        models_of[call.role].add(call.model)
+    return {model for model, roles in roles_of.items()
+            if len(roles) == 1 and models_of[next(iter(roles))] == {model}}

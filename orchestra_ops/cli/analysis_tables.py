@@ -1,0 +1,92 @@
+"""Rich tables for `ops analyze` and `ops compare` (rendering only; the numbers come from the library)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestra_ops.analysis.report import LATENCY_COLUMNS, latency_rows
+from orchestra_ops.cli.render import print_table
+
+LATENCY_HEADER = ["", *LATENCY_COLUMNS[:-1], "<5s", "errors"]
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def print_analysis(stats: Mapping[str, Any]) -> None:
+    recomputed = stats["scores"]["recomputed"]
+    score_rows = [[f"{recomputed['metric']} (results.jsonl)", fmt(recomputed["value"]),
+                   f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"]]
+    suite_scores = stats["scores"].get("suite") or {}
+    score_rows += [[f"{k} (scores.json)", fmt(v), ""] for k, v in suite_scores.items()
+                   if isinstance(v, (int, float, str)) or v is None]
+    print_table("scores", ["score", "value", "note"], score_rows)
+    tasks, calls, throughput = stats["tasks"], stats["calls"], stats["throughput"]
+    print_table("tasks", ["", "value"], [
+        ["finished", tasks["finished"]], ["ok", tasks["ok"]], ["failed", tasks["failed"]],
+        ["model calls", calls["model_calls"]], ["tool calls", calls["tool_calls"]],
+        ["calls / s (busy time)", fmt(throughput["calls_per_s"])], ["tasks / s (busy time)", fmt(throughput["tasks_per_s"])],
+        ["busy time (s)", fmt(throughput["busy_s"])]])
+    print_table("latency (s): tasks, end to end", LATENCY_HEADER, latency_rows({"tasks": tasks["latency"]}))
+    print_table("latency (s): model calls per role", LATENCY_HEADER, latency_rows(stats["by_role"]))
+    print_table("latency (s): model calls per model", LATENCY_HEADER, latency_rows(stats["by_model"]))
+    if stats["by_tool"]["e2e"]:
+        print_table("latency (s): tools, end to end", LATENCY_HEADER, latency_rows(stats["by_tool"]["e2e"]))
+    if stats["by_tool"]["expert"]:
+        print_table("latency (s): tools, the expert call alone", LATENCY_HEADER,
+                    latency_rows(stats["by_tool"]["expert"]))
+    for tool, parts in stats["tool_parts"].items():
+        print_table(f"latency (s): tool '{tool}', its parts", LATENCY_HEADER, latency_rows(parts))
+    print_table("tokens", ["", "prompt (sum)", "prompt (mean)", "completion (sum)", "completion (mean)"],
+                [[f"{kind} {name}", row["prompt_tokens"]["sum"], fmt(row["prompt_tokens"]["mean"]),
+                  row["completion_tokens"]["sum"], fmt(row["completion_tokens"]["mean"])]
+                 for kind, key in (("role", "by_role"), ("model", "by_model")) for name, row in stats[key].items()])
+    errors = [["task", k, v] for k, v in tasks["errors_by_type"].items()]
+    errors += [["call", k, v] for k, v in calls["errors_by_type"].items()]
+    if errors:
+        print_table("errors by type", ["of", "error type", "count"], errors)
+    if tasks["slowest"]:
+        print_table("slowest tasks", ["id", "elapsed (s)", "status", "error"],
+                    [[t["id"], fmt(t["elapsed"]), t["status"], t.get("error_type", "")] for t in tasks["slowest"]])
+
+
+def print_comparison(result: Mapping[str, Any]) -> None:
+    verdict = "equivalent" if result["equivalent"] else "NOT equivalent"
+    rows = [[d["item"], d["detail"]] for d in result["differences"]] or [["(nothing)", "same suite, options, "
+                                                                           "dataset, ids, prompts and judge"]]
+    print_table(f"A {result['run_a']} vs B {result['run_b']}: {verdict}", ["differs", "how"], rows)
+    if result["intended_differences"]:
+        print_table("what is compared (differs on purpose)", ["differs", "how"],
+                    [[d["item"], d["detail"]] for d in result["intended_differences"]])
+    score = result["score"]
+    if score is None:
+        print_table("score", ["", ""], [["no score difference", result["score_note"]]])
+    else:
+        interval = score["interval"]
+        rows = [["metric", score["metric"]], ["ids graded in both", score["shared_ids"]],
+                ["A (shared ids)", fmt(score["a"])], ["B (shared ids)", fmt(score["b"])],
+                ["B − A", fmt(interval["difference"])],
+                [f"{100 * interval['confidence']:.0f}% interval (paired bootstrap, {interval['resamples']})",
+                 f"[{fmt(interval['low'])}, {fmt(interval['high'])}]"]]
+        if "mcnemar" in score:
+            m = score["mcnemar"]
+            rows.append(["McNemar (exact)", f"p = {fmt(m['p_value'])} (A right/B wrong {m['a_right_b_wrong']}, "
+                                            f"A wrong/B right {m['a_wrong_b_right']})"])
+        print_table("score difference", ["", "value"], rows)
+    latency = result["latency"]
+    if latency:
+        print_table("latency (s): A → B", ["group", "name", "n A", "n B", "mean A", "mean B", "Δ mean", "p50 A",
+                                           "p50 B", "Δ p50", "p90 Δ", "p99 Δ"],
+                    [[r["group"], r["name"], r["count_a"], r["count_b"], fmt(r["mean_a"]), fmt(r["mean_b"]),
+                      _delta(r["mean_delta"]), fmt(r["p50_a"]), fmt(r["p50_b"]), _delta(r["p50_delta"]),
+                      _delta(r["p90_delta"]), _delta(r["p99_delta"])] for r in latency])
+
+
+def _delta(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3g}"
