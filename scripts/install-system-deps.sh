@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests use (tmux, slurm, munge, sshd), when run as root and
-# when they are missing. Nothing starts at install; the tests start what they need themselves.
+# Installs the system packages the tests use (tmux, slurm, munge, sshd, and headless chromium for the
+# report test), when run as root and when they are missing. Nothing starts at install; the tests
+# start what they need themselves.
 set -euo pipefail
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
@@ -8,6 +9,7 @@ command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

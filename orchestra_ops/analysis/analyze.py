@@ -83,7 +83,7 @@ def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]
                         "percentiles": "linear interpolation between closest ranks (numpy default)",
                         "under_5s": "share of values < 5 s (0..1)",
                         "latency": "successful calls only; failed calls are counted under errors"},
-        "manifest": run.manifest,
+        "run_json": run.run_json,
         "scores": {"suite": run.scores, "recomputed": task_scores(run.final).to_json()},
         "tasks": {"finished": len(finished), "ok": len(finished) - len(failed), "failed": len(failed),
                   "executions": len(run.records), "unreadable_result_lines": run.bad_result_lines,

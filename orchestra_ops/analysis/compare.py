@@ -68,7 +68,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, resamples: int = 2000,
 
 def equivalence(a: RunData, b: RunData) -> list[Difference]:
     out: list[Difference] = []
-    ma, mb = manifest_of(a.manifest), manifest_of(b.manifest)
+    ma, mb = manifest_of(a.run_json), manifest_of(b.run_json)
     for name, manifest, run in (("A", ma, a), ("B", mb, b)):
         if manifest is None:
             out.append(Difference("manifest", f"run {name} ({run.run_dir}) has no manifest in run.json: which "
@@ -124,7 +124,7 @@ def _ids(a: RunData, b: RunData) -> list[Difference]:
 
 
 def intended_differences(a: RunData, b: RunData) -> list[Difference]:
-    ma, mb = manifest_of(a.manifest) or {}, manifest_of(b.manifest) or {}
+    ma, mb = manifest_of(a.run_json) or {}, manifest_of(b.run_json) or {}
     out = _same(ma.get("routing"), mb.get("routing"), "routing",
                 f"A: {_routing_text(ma.get('routing'))}; B: {_routing_text(mb.get('routing'))}")
     out += _same((ma.get("topology") or {}).get("sha256"), (mb.get("topology") or {}).get("sha256"), "topology")

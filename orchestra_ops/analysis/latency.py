@@ -43,15 +43,18 @@ def tool_rows(calls: list[ToolCall], *, expert: bool) -> dict[str, dict[str, Any
         return call.expert if expert else call.latency
 
     rows: dict[str, dict[str, Any]] = {}
-    usable = [c for c in calls if c.ok and value(c) is not None]
-    groups = _grouped(usable, lambda c: c.tool)
+    counted = [c for c in calls if not c.ok or value(c) is not None]  # failed calls count as errors
+    groups = _grouped(counted, lambda c: c.tool)
     for name, group in groups.items():
-        rows[name] = {**summarize(v for c in group if (v := value(c)) is not None),
-                      "errors": sum(1 for c in calls if c.tool == name and not c.ok)}
+        rows[name] = _tool_row(group, value)
     if len(groups) > 1:
-        rows[ALL] = {**summarize(v for c in usable if (v := value(c)) is not None),
-                     "errors": sum(1 for c in calls if not c.ok)}
+        rows[ALL] = _tool_row(counted, value)
     return rows
+
+
+def _tool_row(calls: list[ToolCall], value: Callable[[ToolCall], float | None]) -> dict[str, Any]:
+    return {**summarize(v for c in calls if c.ok and (v := value(c)) is not None),
+            "errors": sum(1 for c in calls if not c.ok)}
 
 
 def tool_part_rows(calls: list[ToolCall]) -> dict[str, dict[str, dict[str, Any]]]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestra_ops.analysis.stats import PERCENTILES
 from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.runner.manifest import manifest_of
 
 if TYPE_CHECKING:
     from orchestra_ops.analysis.analyze import Analysis
@@ -43,8 +44,9 @@ def write_report(analysis: Analysis) -> Path:
 
 def render(analysis: Analysis) -> str:
     stats = analysis.stats
-    manifest = stats.get("manifest") or {}
-    suite = manifest.get("suite", "run")
+    run_json = stats.get("run_json") or {}
+    manifest = manifest_of(run_json) or {}
+    suite = run_json.get("suite") or manifest.get("suite") or "run"
     title = f"{suite} · {analysis.run_dir.name} · orchestra-ops report"
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
              f"<style>{CSS}</style></head><body>",
@@ -52,8 +54,8 @@ def render(analysis: Analysis) -> str:
              f"<p class=\"meta\">run dir {_e(str(analysis.run_dir))} · analysed {_e(stats['generated'])}</p>",
              _scores(stats), _tasks(stats), _latency(stats), _tokens(stats), _throughput(stats),
              _plots(analysis), _routing(manifest),
-             "<h2 id=\"manifest\">Manifest</h2>",
-             f"<pre>{_e(json.dumps(manifest, indent=2, default=str))}</pre>" if manifest
+             "<h2 id=\"manifest\">Manifest (run.json)</h2>",
+             f"<pre id=\"run-json\">{_e(json.dumps(run_json, indent=2, default=str))}</pre>" if run_json
              else "<p class=\"none\">no run.json in this run dir</p>",
              "</body></html>\n"]
     return "\n".join(parts)

@@ -19,7 +19,7 @@ ANALYSIS_DIR = "analysis"
 @dataclass
 class RunData:
     run_dir: Path
-    manifest: dict[str, Any] | None  # run.json
+    run_json: dict[str, Any] | None  # run.json (its "manifest" key: runner/manifest.py)
     scores: dict[str, Any] | None  # scores.json, as the suite wrote it
     records: list[dict[str, Any]]  # every results.jsonl line (a rerun task has several)
     final: dict[TaskId, dict[str, Any]]  # id -> its last record
@@ -36,7 +36,7 @@ def load_run(run_dir: str | Path) -> RunData:
     store = ResultsStore(root)
     records = list(store.records())
     final = store.final_records()
-    return RunData(run_dir=root, manifest=read_run_info(root), scores=_read_scores(root / SCORES_FILE),
+    return RunData(run_dir=root, run_json=read_run_info(root), scores=_read_scores(root / SCORES_FILE),
                    records=records, final=final, bad_result_lines=store.bad_lines, profile=read_profile(root))
 
 

@@ -31,7 +31,8 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
     print_table("tasks", ["", "value"], [
         ["finished", tasks["finished"]], ["ok", tasks["ok"]], ["failed", tasks["failed"]],
         ["model calls", calls["model_calls"]], ["tool calls", calls["tool_calls"]],
-        ["calls / s (busy time)", fmt(throughput["calls_per_s"])], ["tasks / s (busy time)", fmt(throughput["tasks_per_s"])],
+        ["calls / s (busy time)", fmt(throughput["calls_per_s"])],
+        ["tasks / s (busy time)", fmt(throughput["tasks_per_s"])],
         ["busy time (s)", fmt(throughput["busy_s"])]])
     print_table("latency (s): tasks, end to end", LATENCY_HEADER, latency_rows({"tasks": tasks["latency"]}))
     print_table("latency (s): model calls per role", LATENCY_HEADER, latency_rows(stats["by_role"]))

@@ -1,0 +1,77 @@
+"""report.html opened in a real headless Chromium: title, score table, tables, every plot drawn."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from orchestra_ops.analysis.analyze import analyze_run
+from tests.browser import HeadlessChromium, chromium_path
+from tests.runfactory import manifest_run_info, model_event, tool_event, write_run
+
+pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs chromium (scripts/install-system-deps.sh)")
+
+PAGE = """({
+  title: document.title,
+  h1: document.querySelector('h1').textContent,
+  scores: [...document.querySelectorAll('#score-table tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+  roles: [...document.querySelectorAll('#latency-by_role tbody tr')].map(r => r.cells[0].textContent),
+  tools: [...document.querySelectorAll('#latency-tool-expert tbody tr')].map(r => r.cells[0].textContent),
+  taskErrors: [...document.querySelectorAll('#task-errors tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+  routing: [...document.querySelectorAll('#routing-table tbody tr')].map(r => r.cells[0].textContent),
+  plots: [...document.querySelectorAll('figure.plot')].map(f => {
+    const img = f.querySelector('img'), box = img.getBoundingClientRect();
+    return {plot: f.dataset.plot, complete: img.complete, natural: [img.naturalWidth, img.naturalHeight],
+            shown: [box.width, box.height], src: img.src.slice(0, 22)};
+  }),
+  external: [...document.querySelectorAll('[src],[href]')].map(e => e.getAttribute('src') || e.getAttribute('href'))
+            .filter(u => !u.startsWith('data:')),
+  pageHeight: document.documentElement.scrollHeight,
+})"""
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    ids = [f"t{i}" for i in range(30)]
+    info = manifest_run_info(tmp_path / "inputs", ids=ids, templates={"orchestrator": "Solve: {problem}"},
+                             judge={"model": "judge-m", "settings": {"temperature": 0}},
+                             models=["orchestrator", "answer"])
+    events = [model_event("orchestrator", i, 0.5 + i / 10, task=t) for i, t in enumerate(ids)]
+    events += [tool_event("search", i + 0.6, 2.0 + i / 7, expert=1.0 + i / 9, parts={"retrieval": 1.0}, task=t)
+               for i, t in enumerate(ids)]
+    results = [{"id": t, "status": "ok", "correct": i % 3 == 0, "elapsed": 3.0 + i} for i, t in enumerate(ids[:27])]
+    results += [{"id": t, "status": "error", "error_type": "task_timeout", "elapsed": 99.0} for t in ids[27:]]
+    run = write_run(tmp_path / "hle-run", results=results, events=events, run_info=info,
+                    scores={"accuracy": 0.3, "n": 30})
+    analysis = analyze_run(run)
+    assert analysis.report is not None and analysis.plots, analysis.plot_note
+    expected_plots = sorted(name for files in analysis.plots.values() for name in files.values())
+    assert len(expected_plots) == 2 * 6 + 1  # task, role, search e2e + expert, 2 token metrics; timeline
+
+    with HeadlessChromium(tmp_path) as browser:
+        page = browser.open(analysis.report.as_uri(), PAGE)
+    (tmp_path / "report.png").write_bytes(page.screenshot)
+    shot_width, shot_height = _png_size(page.screenshot)
+    assert shot_width > 0 and shot_height >= 900  # the whole page, not an empty viewport
+
+    view = page.value
+    assert view["title"] == "hle · hle-run · orchestra-ops report" == view["h1"]
+    assert view["scores"] == [["accuracy (from results.jsonl)", "0.3", "30 graded, 0 ungraded"],  # 9 of 30
+                              ["accuracy (scores.json)", "0.3", ""], ["n (scores.json)", "30", ""]]
+    assert view["roles"] == ["orchestrator"] and view["tools"] == ["search"]
+    assert view["taskErrors"] == [["task_timeout", "3"]]
+    assert view["routing"] == ["orchestrator", "answer"]
+    assert sorted(p["plot"] for p in view["plots"]) == expected_plots
+    for plot in view["plots"]:
+        assert plot["complete"] and plot["src"] == "data:image/png;base64,", plot
+        assert plot["natural"][0] > 0 and plot["natural"][1] > 0, plot  # the PNG decoded
+        assert plot["shown"][0] > 0 and plot["shown"][1] > 0, plot  # and takes room on the page
+    assert view["external"] == []  # self-contained: nothing fetched
+    assert view["pageHeight"] > 2000
