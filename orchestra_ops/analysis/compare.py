@@ -1,10 +1,11 @@
 """`ops compare RUN_A RUN_B`: did two runs do the same work, then how their scores and latencies differ.
 
-Equivalence is proven from the two manifests (run.json) and results: the same suite and suite
-options, the same dataset (file sha256 and the sha256 of its id list), the same prompt templates
-(sha256 of each), the same judge (model and settings), and results over the same ids. Each
-difference is named. What is *meant* to differ (the routing: the models under test) is listed
-apart and does not break equivalence.
+Equivalence is proven from the two manifests (run.json, runner/manifest.py) and results: the
+same suite and suite options, the same dataset (file sha256 and the sha256 of its id list), the
+same prompt templates (sha256 of each), the same judge (model, request defaults and the suite's
+judge options; not where its replicas ran), and results over the same ids. Each difference is
+named. What is *meant* to differ (the routing: the models under test, the topology, the ops
+version) is listed apart and does not break equivalence.
 
 The score difference (B − A) is taken over the ids both runs graded, with a paired bootstrap
 interval and, for 0/1 scores, McNemar's test (significance.py).
@@ -76,16 +77,24 @@ def equivalence(a: RunData, b: RunData) -> list[Difference]:
     if ma is not None and mb is not None:
         out += _same(ma.get("suite"), mb.get("suite"), "suite")
         out += _same(ma.get("suite_options"), mb.get("suite_options"), "suite options")
-        da, db = ma.get("dataset") or {}, mb.get("dataset") or {}
-        out += _same(da.get("ids_sha256"), db.get("ids_sha256"), "dataset ids",
-                     f"the id lists differ ({da.get('count')} vs {db.get('count')} ids)")
-        out += _same(da.get("sha256"), db.get("sha256"), "dataset file",
-                     f"the dataset files differ ({da.get('path')} sha256 {_short(da.get('sha256'))} vs "
-                     f"{db.get('path')} sha256 {_short(db.get('sha256'))})")
+        out += _same(ma.get("ids_sha256"), mb.get("ids_sha256"), "dataset ids",
+                     f"the id lists differ ({ma.get('ids_count')} vs {mb.get('ids_count')} ids)")
+        out += _same(ma.get("dataset_sha256"), mb.get("dataset_sha256"), "dataset file",
+                     f"the dataset files differ ({ma.get('dataset')} sha256 {_short(ma.get('dataset_sha256'))} vs "
+                     f"{mb.get('dataset')} sha256 {_short(mb.get('dataset_sha256'))})")
         out += _templates(ma.get("templates") or {}, mb.get("templates") or {})
-        out += _same(ma.get("judge"), mb.get("judge"), "judge")
+        out += _same(judge_identity(ma.get("judge")), judge_identity(mb.get("judge")), "judge")
     out += _ids(a, b)
     return out
+
+
+def judge_identity(judge: Any) -> Any:
+    """What makes a judge the same judge: its model and settings, not where its replicas ran."""
+    if not isinstance(judge, dict):
+        return judge
+    roles = [{k: r.get(k) for k in ("role", "kind", "served_name", "request_defaults")}
+             for r in judge.get("roles") or [] if isinstance(r, dict)]
+    return {"roles": roles, "options": judge.get("options")}
 
 
 def _same(x: Any, y: Any, item: str, detail: str | None = None) -> list[Difference]:
@@ -127,9 +136,14 @@ def intended_differences(a: RunData, b: RunData) -> list[Difference]:
     ma, mb = manifest_of(a.run_json) or {}, manifest_of(b.run_json) or {}
     out = _same(ma.get("routing"), mb.get("routing"), "routing",
                 f"A: {_routing_text(ma.get('routing'))}; B: {_routing_text(mb.get('routing'))}")
-    out += _same((ma.get("topology") or {}).get("sha256"), (mb.get("topology") or {}).get("sha256"), "topology")
-    out += _same(ma.get("ops"), mb.get("ops"), "ops version")
+    out += _same(ma.get("topology_sha256"), mb.get("topology_sha256"), "topology file")
+    out += _same(ma.get("endpoints_sha256"), mb.get("endpoints_sha256"), "endpoints")
+    out += _same(_version(ma.get("ops")), _version(mb.get("ops")), "ops version")
     return out
+
+
+def _version(ops: Any) -> Any:
+    return {k: ops.get(k) for k in ("version", "git_commit")} if isinstance(ops, dict) else ops
 
 
 def _routing_text(routing: Any) -> str:

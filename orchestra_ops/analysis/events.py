@@ -1,15 +1,15 @@
-"""Reading a run dir's `profile.jsonl` into typed events.
+"""Reading a run dir's `profile.jsonl` into typed events (the schema: runner/profile.py).
 
 Each line is one JSON event. `type` says which: `model_call` (the default: lines written before
 events had a type are model calls) or `tool_call`. A torn last line (a crash mid-write) and lines
 that are not events are skipped and counted, never fatal: the analysis of a week-long run must
-not die on one bad byte.
+not die on one bad byte. Other types are counted and left alone.
 
-model_call: role, model, replica, start (epoch s), latency (s), prompt_tokens, completion_tokens,
-            attempts, status ("ok" or an error kind), error, task (the task id, when known).
-tool_call:  tool, model, task, start, latency (s, end to end), status, and the tool's parts in
-            seconds (e.g. search: query writer and retrieval; answer: expert and judge); `expert`
-            is the part spent in the expert model alone.
+model_call: task, role, model, replica, start (epoch s), latency (s), prompt_tokens,
+            completion_tokens, attempts, status ("ok" or an error kind), error.
+tool_call:  task, round, tool, alias, target, model, replica, start, latency (s, end to end),
+            expert_latency (the expert model's call alone), `<part>_latency` for each other timed
+            part (search: retrieval; enhance_reasoning: exec; answer: judge), status, error.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PROFILE_FILE = "profile.jsonl"
+PART_SUFFIX = "_latency"
+EXPERT_KEY = "expert_latency"
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,9 @@ class ToolCall:
     latency: float  # end to end
     status: str
     expert: float | None  # the expert model's time alone (None when the tool has no expert call)
-    parts: dict[str, float] = field(default_factory=dict)  # component -> seconds
+    parts: dict[str, float] = field(default_factory=dict)  # other timed parts -> seconds
     task: str | None = None
+    alias: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -137,12 +140,14 @@ def _model_call(data: dict[str, Any]) -> ModelCall:
 
 
 def _tool_call(data: dict[str, Any]) -> ToolCall:
-    raw_parts = data.get("parts") or {}
-    parts = {str(k): float(v) for k, v in raw_parts.items() if isinstance(v, (int, float))}
-    expert = data.get("expert")
+    parts = {key[: -len(PART_SUFFIX)]: float(value) for key, value in data.items()
+             if key.endswith(PART_SUFFIX) and key != EXPERT_KEY and isinstance(value, (int, float))
+             and not isinstance(value, bool)}
+    expert = data.get(EXPERT_KEY)
     return ToolCall(tool=str(data["tool"]), model=data.get("model"), start=float(data["start"]),
                     latency=float(data["latency"]), status=str(data.get("status") or "ok"),
-                    expert=None if expert is None else float(expert), parts=parts, task=_task(data))
+                    expert=None if expert is None else float(expert), parts=parts, task=_task(data),
+                    alias=data.get("alias"))
 
 
 def _int(value: Any) -> int | None:

@@ -58,15 +58,17 @@ def _tool_row(calls: list[ToolCall], value: Callable[[ToolCall], float | None]) 
 
 
 def tool_part_rows(calls: list[ToolCall]) -> dict[str, dict[str, dict[str, Any]]]:
-    """tool -> part (e.g. retrieval, judge) -> summary of that part's seconds."""
+    """tool -> part -> summary of that part's seconds: `expert` first, then the others (retrieval, judge…)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for tool, group in _grouped([c for c in calls if c.ok], lambda c: c.tool).items():
         parts: dict[str, list[float]] = defaultdict(list)
         for call in group:
-            for part, seconds in call.parts.items():
+            if call.expert is not None:
+                parts["expert"].append(call.expert)
+            for part, seconds in sorted(call.parts.items()):
                 parts[part].append(seconds)
         if parts:
-            out[tool] = {part: summarize(values) for part, values in sorted(parts.items())}
+            out[tool] = {part: summarize(values) for part, values in parts.items()}
     return out
 
 

@@ -26,6 +26,7 @@ from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
+from orchestra_ops.runner.manifest import check_dataset_unchanged, run_manifest
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.results import ResultsStore
@@ -88,6 +89,7 @@ class PreparedRun:
     templates: dict[str, Template] = field(default_factory=dict)
     suite_options: dict[str, Any] = field(default_factory=dict)
     models: tuple[str, ...] = ()
+    dataset_sha256: str | None = None
 
 
 def suite_option_values(suite: Suite, given: dict[str, Any], recorded: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -159,6 +161,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
         raise ConfigError(f"{run_dir} holds results for dataset {info['dataset']}, not {dataset_path}; "
                           "use another --run-dir")
     samples = suite.load(dataset_path, dedupe=options.dedupe)
+    dataset_sha256 = check_dataset_unchanged(run_dir, info if continuing else {}, dataset_path)
     if options.limit is not None:
         samples = samples[: options.limit]
     samples = suite.units(samples, suite_view)
@@ -172,7 +175,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
     task_timeout = options.task_timeout_s or (
         suite.calls_per_task * options.attempts * (request_timeout + RetryPolicy().backoff_max_s) + 60)
     return PreparedRun(options, suite, routing, run_dir, dataset_path, samples, todo, store, names, task_timeout,
-                       templates, suite_options, models)
+                       templates, suite_options, models, dataset_sha256)
 
 
 def select_tasks(samples: list[Sample], store: ResultsStore, *, resume: bool, retry_failed: bool) -> list[Sample]:
@@ -197,7 +200,8 @@ def run_eval(run: PreparedRun, tee: TeeLog) -> EvalSummary:
                                  "topology": run.routing.name, "model": run.models[0] if run.models else None,
                                  "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
                                  "suite_options": run.suite_options,
-                                 "templates": {n: t.to_json() for n, t in run.templates.items()}})
+                                 "templates": {n: t.to_json() for n, t in run.templates.items()},
+                                 **run_manifest(run, read_run_info(run.run_dir))})
     for line in routing_lines(run.routing, run.names):
         tee.line(line)
     mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"

@@ -1,45 +1,56 @@
 """The run manifest: what a run asked, of whom, with what, so two runs can be proven equivalent.
 
-Written into the run dir's run.json under `"manifest"`, before the first request:
+run.json is the manifest. Next to what the eval engine records there (suite, dataset path,
+models, limit, dedupe, suite_options, templates with each one's sha256), `run_manifest` adds,
+before the first request:
 
-    suite, suite_options                 the suite and its options (e.g. max rounds)
-    dataset: path, sha256, ids_sha256,   the file's sha256, and the sha256 of the ids the run covers
-             count                       (after --limit / --dedupe; sorted, one JSON id per line)
-    templates: {name: {path, sha256}}    every prompt template the suite uses
-    judge: {target, model, settings}     the judge (None for suites without one)
-    routing: [{role, target, kind, served_name, replicas, where}]
-    topology: {name, source, sha256, endpoints_sha256}
-    cli: {...}                           the eval command's options
-    ops: {version, git_commit, git_dirty}
+    manifest_version                      1
+    dataset_sha256                        sha256 of the dataset file's bytes
+    ids_sha256, ids_count                 sha256 of the ids of the units the run covers (after --limit and
+                                          --dedupe, as the suite makes its units): sorted JSON texts, one a line
+    judge                                 the judge roles: target, kind, served name, where, request defaults,
+                                          and the suite's judge options (None for suites without a judge)
+    routing                               every role: target, kind, served_name, replicas, where
+    topology_sha256, endpoints_file, endpoints_sha256
+    cli                                   this invocation's options
+    ops                                   version, git_commit, git_dirty (when known)
+    invocations                           one entry per `ops eval` on this run dir: started, mode, cli, ops
 
 Secrets never go in: a provider is recorded by its URL and the *name* of its key variable, and
-option values whose name says key/token/secret/password are replaced by "<redacted>".
+values under keys that say key/token/secret/password are replaced by "<redacted>".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestra_ops import __version__
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.runner.dataset import sample_id
 from orchestra_ops.runner.results import TaskId
 
-MANIFEST_KEY = "manifest"
+if TYPE_CHECKING:
+    from orchestra_ops.runner.evalrun import PreparedRun
+
 MANIFEST_VERSION = 1
+MAX_INVOCATIONS = 200
 SECRET_WORDS = ("key", "token", "secret", "password", "credential")
+JUDGE_WORDS = ("judge", "grader")
 
 
 def manifest_of(run_info: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The manifest inside a run.json (None for run dirs written before manifests existed)."""
-    if not run_info:
+    """run.json when it is a manifest (written by an `ops eval` that records one), else None."""
+    if not run_info or "manifest_version" not in run_info:
         return None
-    manifest = run_info.get(MANIFEST_KEY)
-    return manifest if isinstance(manifest, dict) else None
+    return dict(run_info)
 
 
 def sha256_file(path: str | Path) -> str:
@@ -50,61 +61,49 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_text(text: str) -> str:
+def ids_sha256(ids: Iterable[TaskId]) -> str:
+    """Order-free fingerprint of an id list: sha256 of the sorted JSON texts of the ids, one per line."""
+    text = "\n".join(sorted(json.dumps(i, ensure_ascii=False) for i in ids))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def ids_sha256(ids: Iterable[TaskId]) -> str:
-    """Order-free fingerprint of an id list: sha256 of the sorted JSON texts of the ids, one per line."""
-    return sha256_text("\n".join(sorted(json.dumps(i, ensure_ascii=False) for i in ids)))
-
-
-def dataset_entry(path: str | Path, ids: list[TaskId]) -> dict[str, Any]:
-    return {"path": str(path), "sha256": sha256_file(path), "ids_sha256": ids_sha256(ids), "count": len(ids)}
-
-
-def template_entries(templates: Mapping[str, str | Path]) -> dict[str, dict[str, Any]]:
-    """{name: path} -> {name: {path, sha256}}."""
-    return {name: {"path": str(path), "sha256": sha256_file(path)} for name, path in sorted(templates.items())}
-
-
 def routing_entries(routing: Routing, names: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Every role the routing declares, and every other name the run calls."""
-    rows: list[dict[str, Any]] = []
-    seen = set()
-    for role, key in routing.roles.items():
-        rows.append(_routing_row(role, routing, key))
-        seen.add(role)
+    """Every role the routing declares, then every other name the run calls."""
+    rows = [_target_row(role, routing, key) for role, key in routing.roles.items()]
     for name in names:
-        if name not in seen:
+        if name not in routing.roles:
             _, target = routing.resolve(name)
-            rows.append(_routing_row(name, routing, target.name))
+            rows.append(_target_row(name, routing, target.name))
     return rows
 
 
-def _routing_row(role: str, routing: Routing, key: str) -> dict[str, Any]:
+def _target_row(role: str, routing: Routing, key: str) -> dict[str, Any]:
     target = routing.targets[key]
     row: dict[str, Any] = {"role": role, "target": key, "kind": target.kind, "served_name": target.served_name,
-                           "replicas": len(target.addresses) if target.kind != "provider" else None,
+                           "replicas": None if target.kind == "provider" else len(target.addresses),
                            "where": target.where}
     if target.request_defaults:
         row["request_defaults"] = redact(dict(target.request_defaults))
     return row
 
 
-def topology_entry(routing: Routing) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": routing.name, "source": routing.source,
-                             "sha256": _hash_if_file(routing.source),
-                             "endpoints_file": routing.endpoints_file,
-                             "endpoints_sha256": _hash_if_file(routing.endpoints_file)}
-    return entry
-
-
-def _hash_if_file(path: str) -> str | None:
-    try:
-        return sha256_file(path)
-    except OSError:
+def judge_entry(suite: Any, routing: Routing, names: Iterable[str],
+                suite_options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The judge(s) a run calls: a suite's `judge_roles`, else the called names that say judge/grader."""
+    declared = getattr(suite, "judge_roles", None)
+    roles = list(declared) if declared is not None else [n for n in names if _says(n, JUDGE_WORDS)]
+    options = {k: v for k, v in suite_options.items() if _says(k, JUDGE_WORDS)}
+    if not roles and not options:
         return None
+    targets = []
+    for role in roles:
+        _, target = routing.resolve(role)
+        targets.append(_target_row(role, routing, target.name))
+    return {"roles": targets, "options": redact(options)}
+
+
+def _says(name: str, words: Iterable[str]) -> bool:
+    return any(word in name.lower() for word in words)
 
 
 def ops_entry() -> dict[str, Any]:
@@ -122,16 +121,17 @@ def git_info(folder: Path) -> dict[str, Any]:
                                capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": None}
-    return {"git_commit": commit.stdout.strip(), "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0
-            else None}
+    return {"git_commit": commit.stdout.strip(),
+            "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
 
 
 def redact(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy with the values of secret-looking keys replaced (recursively)."""
+    """A copy with the values of secret-looking keys replaced, recursively (`*_env` names are kept)."""
     out: dict[str, Any] = {}
     for key, value in options.items():
-        if any(word in str(key).lower() for word in SECRET_WORDS) and not str(key).lower().endswith("_env"):
-            out[key] = "<redacted>" if value is not None else None
+        name = str(key).lower()
+        if _says(name, SECRET_WORDS) and not name.endswith("_env") and value is not None:
+            out[key] = "<redacted>"
         elif isinstance(value, Mapping):
             out[key] = redact(value)
         else:
@@ -139,10 +139,50 @@ def redact(options: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_manifest(*, suite: str, suite_options: Mapping[str, Any], dataset: str | Path, ids: list[TaskId],
-                   templates: Mapping[str, str | Path], judge: Mapping[str, Any] | None, routing: Routing,
-                   names: Iterable[str], cli: Mapping[str, Any]) -> dict[str, Any]:
-    return {"manifest_version": MANIFEST_VERSION, "suite": suite, "suite_options": redact(suite_options),
-            "dataset": dataset_entry(dataset, ids), "templates": template_entries(templates),
-            "judge": redact(judge) if judge is not None else None, "routing": routing_entries(routing, names),
-            "topology": topology_entry(routing), "cli": redact(cli), "ops": ops_entry()}
+def _hash_if_file(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return sha256_file(path)
+    except OSError:
+        return None
+
+
+def check_dataset_unchanged(run_dir: Path, recorded: Mapping[str, Any], dataset: Path) -> str:
+    """The dataset's sha256; a ConfigError when it differs from the one this run dir started with."""
+    digest = sha256_file(dataset)
+    before = recorded.get("dataset_sha256")
+    if before and before != digest:
+        raise ConfigError(f"{run_dir} was run on {recorded.get('dataset')} with sha256 {str(before)[:12]}…; "
+                          f"{dataset} now has sha256 {digest[:12]}…: the dataset changed, so resuming would "
+                          "mix two datasets in one run; use another --run-dir")
+    return digest
+
+
+def run_manifest(run: PreparedRun, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest fields of run.json for this invocation of `ops eval` (`previous`: run.json before it)."""
+    options = run.options
+    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
+    cli = {k: v for k, v in dataclasses.asdict(options).items() if k != "suite"}
+    return manifest_fields(dataset=run.dataset, dataset_sha256=run.dataset_sha256,
+                           unit_ids=[sample_id(s) for s in run.samples], suite=run.suite, routing=run.routing,
+                           names=run.names, suite_options=run.suite_options, cli=cli, mode=mode, previous=previous)
+
+
+def manifest_fields(*, dataset: Path, dataset_sha256: str | None, unit_ids: list[TaskId], suite: Any,
+                    routing: Routing, names: Iterable[str], suite_options: Mapping[str, Any], cli: Mapping[str, Any],
+                    mode: str, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    names = list(names)
+    ops = ops_entry()
+    history = list((previous or {}).get("invocations") or [])[-(MAX_INVOCATIONS - 1):]
+    history.append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mode": mode, "cli": redact(cli), "ops": ops})
+    topology_file = routing.source if routing.source != routing.endpoints_file else None
+    return {"manifest_version": MANIFEST_VERSION,
+            "dataset_sha256": dataset_sha256 or sha256_file(dataset),
+            "ids_sha256": ids_sha256(unit_ids), "ids_count": len(unit_ids),
+            "judge": judge_entry(suite, routing, names, suite_options),
+            "routing": routing_entries(routing, names),
+            "topology_sha256": _hash_if_file(topology_file),
+            "endpoints_file": routing.endpoints_file,
+            "endpoints_sha256": _hash_if_file(routing.endpoints_file),
+            "cli": redact(cli), "ops": ops, "invocations": history}

@@ -41,8 +41,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     ids = [f"t{i}" for i in range(30)]
     info = manifest_run_info(tmp_path / "inputs", ids=ids, templates={"orchestrator": "Solve: {problem}"},
-                             judge={"model": "judge-m", "settings": {"temperature": 0}},
-                             models=["orchestrator", "answer"])
+                             judge_defaults={"temperature": 0}, models=["orchestrator", "answer"])
     events = [model_event("orchestrator", i, 0.5 + i / 10, task=t) for i, t in enumerate(ids)]
     events += [tool_event("search", i + 0.6, 2.0 + i / 7, expert=1.0 + i / 9, parts={"retrieval": 1.0}, task=t)
                for i, t in enumerate(ids)]
@@ -67,7 +66,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
                               ["accuracy (scores.json)", "0.3", ""], ["n (scores.json)", "30", ""]]
     assert view["roles"] == ["orchestrator"] and view["tools"] == ["search"]
     assert view["taskErrors"] == [["task_timeout", "3"]]
-    assert view["routing"] == ["orchestrator", "answer"]
+    assert view["routing"] == ["orchestrator", "answer", "judge"]
     assert sorted(p["plot"] for p in view["plots"]) == expected_plots
     for plot in view["plots"]:
         assert plot["complete"] and plot["src"] == "data:image/png;base64,", plot

@@ -16,7 +16,7 @@ from tests.helpers import run_ops
 from tests.runfactory import manifest_run_info, model_event, write_run
 
 TEMPLATES = {"orchestrator": "You are the orchestrator. {problem}", "judge": "Is {answer} correct? {truth}"}
-JUDGE = {"target": "judge", "model": "gpt-5", "settings": {"temperature": 0.0, "max_tokens": 512}}
+JUDGE = {"temperature": 0.0, "max_tokens": 512}  # the judge's request defaults
 
 
 def _run(root: Path, name: str, correct: dict[Any, bool], *, latency: float = 1.0, ids: list[Any] | None = None,
@@ -25,7 +25,8 @@ def _run(root: Path, name: str, correct: dict[Any, bool], *, latency: float = 1.
     """A run dir over dataset `ids` (default: the keys of `correct`) with results for the keys of `correct`."""
     dataset_ids = ids if ids is not None else list(correct)
     info = manifest_run_info(root / f"{name}-inputs", ids=dataset_ids, templates=templates or TEMPLATES,
-                             judge=JUDGE if judge is None else judge, models=[model], dataset_text=dataset_text)
+                             judge_defaults=JUDGE if judge is None else judge, models=[model],
+                             dataset_text=dataset_text)
     results = [{"id": i, "status": "ok", "correct": c, "elapsed": latency * 2} for i, c in correct.items()]
     events = [model_event("orchestrator", n * 0.1, latency, model=model, task=i) for n, i in enumerate(correct)]
     return write_run(root / name, results=results, events=events, run_info=info)
@@ -40,7 +41,7 @@ def test_equivalent_runs(tmp_path: Path) -> None:
     result = compare_runs(a, b)
     assert result.equivalent, result.differences
     # the routing is what is compared: listed, not a difference
-    assert [d.item for d in result.intended] == ["routing", "topology"]  # other models, other endpoints
+    assert [d.item for d in result.intended] == ["routing", "endpoints"]  # other models, other endpoints file
     assert "qwen-8b" in result.intended[0].detail and "qwen-32b" in result.intended[0].detail
     assert result.score is not None and result.score["metric"] == "accuracy"
     assert (result.score["a"], result.score["b"]) == (0.5, 0.75)
@@ -86,7 +87,7 @@ def test_different_prompt_templates_and_judge(tmp_path: Path) -> None:
     a = _run(tmp_path, "a", {i: True for i in ids})
     changed = {**TEMPLATES, "judge": TEMPLATES["judge"] + " Answer yes or no."}
     b = _run(tmp_path, "b", {i: True for i in ids}, templates=changed,
-             judge={**JUDGE, "settings": {"temperature": 0.7, "max_tokens": 512}})
+             judge={**JUDGE, "temperature": 0.7})
     result = compare_runs(a, b)
     items = [d.item for d in result.differences]
     assert items == ["template 'judge'", "judge"]

@@ -24,8 +24,8 @@ def _hle_like(run_dir: Path) -> Path:
                            prompt_tokens=None, completion_tokens=None, attempts=3) for _ in range(3)]
     events += [model_event("answer", 300.0 + i, 2.0, model="qwen", task=f"t{i}") for i in range(20)]
     events += [tool_event("search", 400.0 + i, 3 + 0.5 * i, expert=1 + 0.1 * i,
-                          parts={"query_llm": 1 + 0.1 * i, "retrieval": 2 + 0.4 * i}, task=f"t{i}") for i in range(11)]
-    events += [tool_event("answer", 500.0 + i, 10.0 + i, expert=8.0 + i, parts={"expert": 8.0 + i, "judge": 2.0},
+                          parts={"retrieval": 2 + 0.4 * i}, task=f"t{i}") for i in range(11)]
+    events += [tool_event("answer", 500.0 + i, 10.0 + i, expert=8.0 + i, parts={"judge": 2.0},
                           task=f"t{i}") for i in range(4)]
     events.append(tool_event("enhance_reasoning", 600.0, 99.0, expert=None, parts={}, status="sandbox_timeout"))
     results = [{"id": f"t{i}", "status": "ok", "correct": i % 3 == 0, "elapsed": float(i)} for i in range(95)]
@@ -63,6 +63,8 @@ def test_stats_per_role_model_and_tool_are_exact(tmp_path: Path) -> None:
                                                             "count": 0, "errors": 1}
     assert stats["by_tool"]["e2e"]["(all)"]["count"] == 15
     assert stats["tool_parts"]["answer"]["judge"]["mean"] == 2.0
+    assert stats["tool_parts"]["answer"]["expert"]["mean"] == pytest.approx(9.5)
+    assert list(stats["tool_parts"]["search"]) == ["expert", "retrieval"]
     assert stats["tool_parts"]["search"]["retrieval"]["max"] == pytest.approx(6.0)
 
     tasks = stats["tasks"]
