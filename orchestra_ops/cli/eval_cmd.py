@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from orchestra_ops.errors import OpsError
-from orchestra_ops.runner.tee import TeeHandler
+from orchestra_ops.runner.tee import TeeHandler, TeeLog
 
 COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--dataset"], type=click.Path(dir_okay=False),
@@ -40,6 +41,8 @@ COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--topology"], help="A topology file, or the name of a topology that is up (default: the latest)."),
     click.Option(["--model-config"], type=click.Path(dir_okay=False),
                  help="An endpoints file (model_config JSON); its keys are the roles."),
+    click.Option(["--no-analyze"], is_flag=True,
+                 help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
     click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
                  help="Seconds between progress lines."),
 ]
@@ -108,7 +111,9 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
 
 
 def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
+    from orchestra_ops.cli.live_progress import live_progress
     from orchestra_ops.runner.evalrun import EvalOptions, open_tee, prepare, run_eval  # keeps `ops --help` light
+    from orchestra_ops.runner.progress import Progress
     from orchestra_ops.runner.templates import parse_overrides
 
     models = tuple(values["models"])
@@ -122,13 +127,17 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           progress_interval_s=values["progress_every"])
     run = prepare(options)
     tee = open_tee(run.run_dir, click.echo)
+    progress = Progress(total=len(run.todo))
     logger = logging.getLogger("orchestra_ops")
     handler = TeeHandler(tee)
     propagate = logger.propagate
     logger.addHandler(handler)
     logger.propagate = False  # the tee shows warnings on the console and in eval.log, once
     try:
-        run_eval(run, tee)
+        with live_progress(tee, progress, f"ops eval {suite} · {run.run_dir}"):
+            run_eval(run, tee, progress)
+        if not values["no_analyze"]:
+            analyze_at_end(run.run_dir, tee)
     except OpsError as exc:
         tee.file_line(f"error: {exc}")  # the console gets it from the command group
         raise
@@ -136,3 +145,19 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
         logger.removeHandler(handler)
         logger.propagate = propagate
         tee.close()
+
+
+def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:
+    """`ops analyze` on the finished run; its failure is a warning (the results are safe already)."""
+    from orchestra_ops.analysis.analyze import analyze_run
+
+    tee.line(f"analysing {run_dir} (skip with --no-analyze) ...")
+    try:
+        result = analyze_run(run_dir)
+    except (OpsError, OSError, ValueError) as exc:
+        tee.line(f"warning: the analysis failed: {exc}; the results are complete; retry with `ops analyze {run_dir}`")
+        return
+    if result.plot_note:
+        tee.line(f"note: {result.plot_note}")
+    tee.line(f"stats: {result.stats_path}")
+    tee.line(f"report: {result.report}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
@@ -187,8 +188,11 @@ def select_tasks(samples: list[Sample], store: ResultsStore, *, resume: bool, re
             if (resume and sample_id(s) not in finished) or (retry_failed and sample_id(s) in failed)]
 
 
-def run_eval(run: PreparedRun, tee: TeeLog) -> EvalSummary:
-    """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C."""
+def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:
+    """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C.
+
+    `progress`: the counters to update (a live display may be reading them); default: a new one.
+    """
     options = run.options
     fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
                   request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s)
@@ -209,8 +213,14 @@ def run_eval(run: PreparedRun, tee: TeeLog) -> EvalSummary:
              f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
              f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
     profile = ProfileWriter(run.run_dir)
-    fleet.on_call = profile
-    progress = Progress(total=len(run.todo))
+    progress = progress or Progress(total=len(run.todo))
+    progress.started_at = time.monotonic()
+
+    def on_call(event: CallEvent) -> None:
+        profile(event)
+        progress.note_call(event.latency_s)
+
+    fleet.on_call = on_call
     controller = Controller(on_stop=tee.line)
     start = time.monotonic()
     try:
@@ -265,12 +275,13 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
                 profile: ProfileWriter) -> None:
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
-        ticker = loop.create_task(_tick(run, progress, tee, fleet))
+        ticker = loop.create_task(_tick(run, progress, tee, profile))
         try:
             await fleet.discover_limits(run.names)
             def done(record: Record, elapsed: float) -> None:
                 run.store.append(record)
-                tee.line(completion_line(record, elapsed, run.suite.summary_fields))
+                progress.note_task(elapsed)
+                tee.event(completion_line(record, elapsed, run.suite.summary_fields))
 
             previous = run.store.final_records() if run.options.retry_failed else {}
 
@@ -287,14 +298,13 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             await fleet.close()
 
 
-async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, fleet: Fleet) -> None:
+async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter) -> None:
     """Every interval: the progress line, and results/profile flushed even when tasks are slow."""
     while True:
         await asyncio.sleep(run.options.progress_interval_s)
         run.store.flush()
-        if fleet.on_call is not None and isinstance(fleet.on_call, ProfileWriter):
-            fleet.on_call.flush()
-        tee.line(progress.line())
+        profile.flush()
+        tee.event(progress.line())
 
 
 @contextlib.contextmanager

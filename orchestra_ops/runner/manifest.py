@@ -17,7 +17,7 @@ before the first request:
     invocations                           one entry per `ops eval` on this run dir: started, mode, cli, ops
 
 Secrets never go in: a provider is recorded by its URL and the *name* of its key variable, and
-values under keys that say key/token/secret/password are replaced by "<redacted>".
+values under keys named like a secret (api_key, token, secret, password …) become "<redacted>".
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 
 MANIFEST_VERSION = 1
 MAX_INVOCATIONS = 200
-SECRET_WORDS = ("key", "token", "secret", "password", "credential")
+SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials",
+                          "authorization", "bearer", "cookie"})
 JUDGE_WORDS = ("judge", "grader")
 
 
@@ -125,12 +127,17 @@ def git_info(folder: Path) -> dict[str, Any]:
             "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
 
 
+def is_secret_name(name: str) -> bool:
+    """`api_key`, `access-token`, `Authorization`: yes; `max_tokens`, `api_key_env` (a variable's name): no."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    return bool(words) and words[-1] != "env" and any(w in SECRET_WORDS for w in words)
+
+
 def redact(options: Mapping[str, Any]) -> dict[str, Any]:
     """A copy with the values of secret-looking keys replaced, recursively (`*_env` names are kept)."""
     out: dict[str, Any] = {}
     for key, value in options.items():
-        name = str(key).lower()
-        if _says(name, SECRET_WORDS) and not name.endswith("_env") and value is not None:
+        if is_secret_name(str(key)) and value is not None:
             out[key] = "<redacted>"
         elif isinstance(value, Mapping):
             out[key] = redact(value)

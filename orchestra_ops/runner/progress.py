@@ -1,9 +1,28 @@
-"""Progress counters of a run and the one-line summary the console and eval.log show."""
+"""Progress of a run: counters, the latencies of the last minute, and the one-line summary the
+console (without a terminal) and eval.log show.
+
+The live display on a terminal (cli/live_progress.py) reads a Progress from its refresh thread:
+the latency windows are guarded by a lock; the counters are plain ints written by the event loop.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
+
+from orchestra_ops.analysis.stats import percentile
+
+WINDOW_S = 60.0
+MAX_WINDOW_ITEMS = 100_000
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    count: int
+    p50: float
+    p99: float
 
 
 @dataclass
@@ -13,6 +32,9 @@ class Progress:
     failed: int = 0
     in_flight: int = 0
     started_at: float = field(default_factory=time.monotonic)
+    _tasks: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_ITEMS), repr=False)
+    _calls: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_ITEMS), repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def finished(self) -> int:
@@ -27,6 +49,32 @@ class Progress:
         if rate <= 0:
             return None
         return max(0, self.total - self.finished) / rate
+
+    def note_task(self, latency_s: float) -> None:
+        """A task finished after `latency_s` (kept for the last-minute percentiles)."""
+        with self._lock:
+            self._tasks.append((time.monotonic(), latency_s))
+
+    def note_call(self, latency_s: float) -> None:
+        """A model call finished after `latency_s`."""
+        with self._lock:
+            self._calls.append((time.monotonic(), latency_s))
+
+    def recent_tasks(self, window_s: float = WINDOW_S) -> WindowStats | None:
+        return self._window(self._tasks, window_s)
+
+    def recent_calls(self, window_s: float = WINDOW_S) -> WindowStats | None:
+        return self._window(self._calls, window_s)
+
+    def _window(self, items: deque[tuple[float, float]], window_s: float) -> WindowStats | None:
+        cutoff = time.monotonic() - window_s
+        with self._lock:
+            while items and items[0][0] < cutoff:
+                items.popleft()
+            values = sorted(latency for _, latency in items)
+        if not values:
+            return None
+        return WindowStats(len(values), percentile(values, 50), percentile(values, 99))
 
     def line(self) -> str:
         now = time.monotonic()

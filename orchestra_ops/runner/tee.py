@@ -13,12 +13,17 @@ LOG_FILE = "eval.log"
 
 
 class TeeLog:
-    """`line(text)` writes to the console callback and appends to the log file (flushed per line)."""
+    """`line(text)` writes to the console callback and appends to the log file (flushed per line).
+
+    `event(text)` is for the lines a live display replaces on a terminal (`[TASK_COMPLETE]`,
+    `[PROGRESS]`): always in the log file, on the console only while `events_to_console`.
+    """
 
     def __init__(self, path: str | os.PathLike[str], console: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.console = console
+        self.events_to_console = True
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 
     def line(self, text: str) -> None:
@@ -26,6 +31,12 @@ class TeeLog:
             self.console(text)
         if self._file is not None:
             self._file.write(text + "\n")
+
+    def event(self, text: str) -> None:
+        if self.events_to_console:
+            self.line(text)
+        else:
+            self.file_line(text)
 
     def file_line(self, text: str) -> None:
         """Only to eval.log: for a line the console gets another way (the CLI's error message)."""

@@ -1,0 +1,120 @@
+"""The live progress display of `ops eval` in a real pseudo-terminal (tmux), and plain lines without one;
+the analysis at the end of every eval (and --no-analyze)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, run_ops
+from tests.integration.eval_fixtures import dataset, model_config, results
+from tests.simserver import SimServer
+
+
+class Terminal:
+    """A tmux server on a private socket with one 160x50 window: a real pseudo-terminal."""
+
+    def __init__(self) -> None:
+        self.socket = f"ops-live-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30,
+                              check=False)
+
+    def run(self, command: str) -> None:
+        # COLUMNS/LINES from the test's environment would override the pane's real size
+        started = self.tmux("new-session", "-d", "-x", "160", "-y", "50",
+                            f"unset COLUMNS LINES; {command}; echo EXIT=$?; sleep 600")
+        assert started.returncode == 0, started.stderr
+
+    def screen(self) -> str:
+        """The whole pane, scrollback included, wrapped lines joined."""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-", "-E", "-").stdout
+
+    def wait_for(self, text: str, timeout: float = 180) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.screen()}")
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+        tmux_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (tmux_dir / self.socket).unlink(missing_ok=True)
+
+
+@pytest.fixture
+def terminal() -> Iterator[Terminal]:
+    term = Terminal()
+    yield term
+    term.close()
+
+
+def test_live_display_on_a_terminal(tmp_path: Path, terminal: Terminal,
+                                    sim_server: Callable[..., SimServer]) -> None:
+    sim = sim_server("m", args=["--latency-ms", "150", "--jitter", "0.5", "--seed", "4"])
+    config = model_config(tmp_path / "mc.json", {"m": [sim]})
+    data = dataset(tmp_path / "d.jsonl", [f"s{i}" for i in range(40)])
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "orchestra_ops", "eval", "chat", "--model-config", str(config), "--dataset",
+            str(data), "--run-dir", str(run_dir), "--concurrency", "4", "--progress-every", "0.2"]
+    terminal.run(f"cd {shlex.quote(str(REPO))} && {shlex.join(argv)}")
+    screen = terminal.wait_for("EXIT=")
+    assert "EXIT=0" in screen, screen
+    assert f"ops eval chat · {run_dir}" in screen  # the panel's title
+    assert "40/40 tasks (100.0%)" in screen
+    assert "done 40   failed 0   in flight 0" in screen
+    assert "last minute: tasks p50" in screen and "model calls p50" in screen and "(n=40)" in screen
+    assert screen.count("in flight") == 1, screen  # one display, redrawn in place: no trail of old frames
+    assert "[TASK_COMPLETE]" not in screen  # replaced by the display on a terminal ...
+    log = (run_dir / "eval.log").read_text()
+    assert log.count("[TASK_COMPLETE]") == 40  # ... and still in eval.log, one per task
+    assert "[PROGRESS]" in log
+    assert "answered 40 of 40 prompts" in screen  # lines printed during the run land above the display
+    assert f"report: {run_dir / 'analysis' / 'report.html'}" in screen
+    assert (run_dir / "analysis" / "report.html").is_file()
+    assert len(results(run_dir)) == 40
+
+
+def test_plain_lines_without_a_terminal(tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
+    sim = sim_server("m", args=["--latency-ms", "20"])
+    config = model_config(tmp_path / "mc.json", {"m": [sim]})
+    ids = [f"s{i}" for i in range(30)]
+    data = dataset(tmp_path / "d.jsonl", ids)
+    run_dir = tmp_path / "run"
+    proc = run_ops(["eval", "chat", "--model-config", str(config), "--dataset", str(data), "--run-dir",
+                    str(run_dir), "--concurrency", "4", "--progress-every", "0.1"])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    completed = [line for line in lines if line.startswith("[TASK_COMPLETE] ")]
+    assert sorted(line.split()[1] for line in completed) == sorted(f"id={i}" for i in ids)
+    assert any(line.startswith("[PROGRESS] done=") for line in lines)
+    assert "\x1b[" not in proc.stdout and "╭" not in proc.stdout  # no escape codes, no panel
+    log = (run_dir / "eval.log").read_text().splitlines()
+    assert [line for line in log if line.startswith("[TASK_COMPLETE] ")] == completed
+    assert lines[-1] == f"report: {run_dir / 'analysis' / 'report.html'}"
+    assert (run_dir / "analysis" / "stats.json").is_file()
+
+
+def test_no_analyze_skips_the_analysis(tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
+    sim = sim_server("m", args=["--latency-ms", "5"])
+    config = model_config(tmp_path / "mc.json", {"m": [sim]})
+    run_dir = tmp_path / "run"
+    proc = run_ops(["eval", "chat", "--model-config", str(config), "--dataset",
+                    str(dataset(tmp_path / "d.jsonl", range(5))), "--run-dir", str(run_dir), "--no-analyze"])
+    assert proc.returncode == 0, proc.stderr
+    assert "report:" not in proc.stdout and not (run_dir / "analysis").exists()
+    later = run_ops(["analyze", str(run_dir), "--json", "--no-plots"])  # the same analysis, run later
+    assert later.returncode == 0, later.stderr
+    assert '"finished": 5' in later.stdout
