@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.simserver import SimServer
+from tests.terminal import Terminal
 
 
 @pytest.fixture
@@ -26,3 +27,11 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def terminal() -> Iterator[Terminal]:
+    """A real pseudo-terminal (tmux on a private socket), closed at teardown."""
+    term = Terminal()
+    yield term
+    term.close()

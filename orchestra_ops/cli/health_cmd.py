@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import click
+from rich.table import Table
 
-from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import echo_json, make_table, stderr_console, stdout_console
 from orchestra_ops.fleetinfo import HealthReport
 from orchestra_ops.fleetinfo import health as fleet_health
 
@@ -15,23 +17,48 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _render(report: HealthReport, as_json: bool) -> None:
-    if as_json:
-        echo_json(report.to_json())
-        return
+def _table(report: HealthReport) -> Table:
     rows = [(p.name, f"{p.host}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
              _num(p.running), _num(p.waiting), _num(None if p.kv_cache is None else 100 * p.kv_cache, "{:.0f}%"),
              p.detail) for p in report.probes]
     ready = sum(p.ready for p in report.probes)
-    print_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
-                ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv", "detail"],
-                rows)
+    return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
+                      ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv",
+                       "detail"], rows)
+
+
+def _render(report: HealthReport, as_json: bool) -> None:
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        stdout_console().print(_table(report))
+
+
+def _watch_live(report: HealthReport, every: float) -> HealthReport:
+    """On a terminal: one table redrawn in place every `every` seconds until Ctrl-C; the last report."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    def view(current: HealthReport) -> Group:
+        stamp = time.strftime("%H:%M:%S")
+        return Group(_table(current), Text(f"probed {stamp}; every {every:g} s; Ctrl-C to stop", style="dim"))
+
+    with Live(view(report), console=stdout_console(), auto_refresh=False) as live:
+        try:
+            while True:
+                time.sleep(every)
+                report = fleet_health(report.topology)
+                live.update(view(report), refresh=True)
+        except KeyboardInterrupt:
+            return report
 
 
 @click.command()
 @click.argument("topology", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--watch", type=float, metavar="SECONDS", help="Probe again every SECONDS until Ctrl-C.")
+@click.option("--watch", type=click.FloatRange(min=0.1), metavar="SECONDS",
+              help="Probe again every SECONDS until Ctrl-C (on a terminal the table is redrawn in place).")
 def health(topology: str | None, as_json: bool, watch: float | None) -> None:
     """Probe every process of TOPOLOGY (default: the most recent one up); exit 0 only when all are READY."""
     console = stderr_console()
@@ -39,8 +66,11 @@ def health(topology: str | None, as_json: bool, watch: float | None) -> None:
     if report.undeclared_env:
         console.print(f"warning: {', '.join(report.undeclared_env)} set in the environment but not declared "
                       "by any provider of this topology (ops never routes by it; other tools may)", highlight=False)
+    if watch and not as_json and sys.stdout.isatty():
+        report = _watch_live(report, watch)
+        click.get_current_context().exit(0 if report.all_ready else 1)
     try:
-        while True:
+        while True:  # once; or with --watch and no terminal (or --json): one table (JSON) per probe
             _render(report, as_json)
             if not watch:
                 break

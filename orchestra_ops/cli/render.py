@@ -17,14 +17,23 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Print a rich table on stdout."""
+def make_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A rich table of strings (None cells shown empty)."""
     table = Table(title=title, show_lines=False, header_style="bold")
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    return table
+
+
+def stdout_console() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Print a rich table on stdout."""
+    stdout_console().print(make_table(title, columns, rows))
 
 
 def stderr_console() -> Console:

@@ -3,62 +3,15 @@ the analysis at the end of every eval (and --no-analyze)."""
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from tests.helpers import REPO, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
-
-
-class Terminal:
-    """A tmux server on a private socket with one 160x50 window: a real pseudo-terminal."""
-
-    def __init__(self) -> None:
-        self.socket = f"ops-live-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30,
-                              check=False)
-
-    def run(self, command: str) -> None:
-        # COLUMNS/LINES from the test's environment would override the pane's real size
-        started = self.tmux("new-session", "-d", "-x", "160", "-y", "50",
-                            f"unset COLUMNS LINES; {command}; echo EXIT=$?; sleep 600")
-        assert started.returncode == 0, started.stderr
-
-    def screen(self) -> str:
-        """The whole pane, scrollback included, wrapped lines joined."""
-        return self.tmux("capture-pane", "-p", "-J", "-S", "-", "-E", "-").stdout
-
-    def wait_for(self, text: str, timeout: float = 180) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.screen()}")
-
-    def close(self) -> None:
-        self.tmux("kill-server")
-        tmux_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-        (tmux_dir / self.socket).unlink(missing_ok=True)
-
-
-@pytest.fixture
-def terminal() -> Iterator[Terminal]:
-    term = Terminal()
-    yield term
-    term.close()
+from tests.terminal import Terminal
 
 
 def test_live_display_on_a_terminal(tmp_path: Path, terminal: Terminal,
