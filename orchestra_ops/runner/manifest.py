@@ -92,8 +92,9 @@ def _target_row(role: str, routing: Routing, key: str) -> dict[str, Any]:
 def judge_entry(suite: Any, routing: Routing, names: Iterable[str],
                 suite_options: Mapping[str, Any]) -> dict[str, Any] | None:
     """The judge(s) a run calls: a suite's `judge_roles`, else the called names that say judge/grader."""
+    names = list(names)
     declared = getattr(suite, "judge_roles", None)
-    roles = list(declared) if declared is not None else [n for n in names if _says(n, JUDGE_WORDS)]
+    roles = [n for n in declared if n in names] if declared is not None else [n for n in names if _says(n, JUDGE_WORDS)]
     options = {k: v for k, v in suite_options.items() if _says(k, JUDGE_WORDS)}
     if not roles and not options:
         return None
