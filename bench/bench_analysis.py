@@ -58,7 +58,7 @@ def _best(func: object, repeat: int = 3) -> float:
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run = _run_dir(Path(tmp))
-        events = sum(1 for _ in open(run / "profile.jsonl"))
+        events = (run / "profile.jsonl").read_bytes().count(b"\n")
 
         def floor() -> None:
             for name in ("profile.jsonl", "results.jsonl"):

@@ -163,8 +163,15 @@ def analyze_run(run_dir: str | Path, *, bins: int = 10, plots: bool = True, repo
             log.warning("%s", exc)
     stats["plots"] = analysis.plots
     atomic_write_text(analysis.stats_path, json.dumps(stats, indent=2, default=str) + "\n")
+    _readable(analysis.stats_path)
     if report:
         from orchestra_ops.analysis.report import write_report
 
-        analysis.report = write_report(analysis)
+        analysis.report = _readable(write_report(analysis))
     return analysis
+
+
+def _readable(path: Path) -> Path:
+    """World-readable like the plots (atomic writes start from a private temp file): reports are shared."""
+    path.chmod(0o644)
+    return path
