@@ -117,7 +117,7 @@ class AdapterTable:
             if info.rank is not None and info.rank > self.max_lora_rank:
                 return 500, f"LoRA rank {info.rank} is greater than max_lora_rank {self.max_lora_rank}."
             return 500, f"Loading lora {name} failed: {info.problems[0].message}"
-        parent = base_model_name if base_model_name == self.base else self.base
+        parent = self.base  # vLLM: base_model_name when it is a served name, else the first served name
         self.adapters[name] = Adapter(name, path, parent)
         return 200, f"Success: LoRA adapter '{name}' added successfully."
 
