@@ -180,8 +180,10 @@ def _check_directory(fleet: _Fleet, key: str, path: str) -> int | None:
         return None  # on that node's own disk: the replicas say whether it is there
     max_rank = spec.max_lora_rank or DEFAULT_MAX_LORA_RANK
     info = inspect_adapter(path, max_rank)
+    if any(p.kind == "missing" for p in info.problems):
+        raise ConfigError(f"no such adapter directory: {path}")
     if info.problems:
-        hint = "" if spec.max_lora_rank else " (vLLM's default)"
+        hint = ", vLLM's default" if spec.max_lora_rank is None else ""
         lines = [f"{path}: vLLM would refuse this adapter for models.{key} (max_lora_rank {max_rank}{hint}):"]
         lines += [f"  {p.message}" for p in info.problems]
         raise ConfigError("\n".join(lines))
