@@ -172,8 +172,8 @@ def test_golden_argv_env_and_endpoints(tmp_path: Path) -> None:
         "--lora-modules", item_ft, item_math, "--max-cpu-loras", "4"]
     assert item_ft == '{"name":"ft","path":"' + str(ft) + '","base_model_name":"qwen3-8b"}'
     assert launch.by_name("base/1").env == {
-        "CUDA_VISIBLE_DEVICES": "1", "PYTHONUNBUFFERED": "1", "VLLM_CACHE_ROOT": "/tmp/orchestra-ops/vllm-cache/t/base-1",
-        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+        "CUDA_VISIBLE_DEVICES": "1", "PYTHONUNBUFFERED": "1",
+        "VLLM_CACHE_ROOT": "/tmp/orchestra-ops/vllm-cache/t/base-1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
     assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in launch.by_name("base/0").reproduce
     assert list(launch.by_name("plain/0").argv) == [
         "vllm", "serve", "m", "--host", "127.0.0.1", "--port", "9100", "--gpu-memory-utilization", "0.1"]

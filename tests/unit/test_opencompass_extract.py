@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from orchestra_ops.evals.opencompass.extract import (
     gsm8k_equal,
     gsm8k_extract,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from orchestra_ops.evals.opencompass.paired import Z95, naive_mean, paired
 
 

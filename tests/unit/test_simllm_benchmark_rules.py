@@ -30,7 +30,8 @@ def test_the_last_user_turn_is_the_question_and_the_persona_is_the_model() -> No
 def test_every_style_occurs_and_reads_as_documented() -> None:
     styles = {br.style("gsm8k", "base", f"q{i}") for i in range(200)}
     assert styles == set(range(10))
-    q = next(f"q{i}" for i in range(500) if br.style("gsm8k", "m", f"q{i}") == 6 and br.gsm8k_value("m", f"q{i}") >= 1000)
+    q = next(f"q{i}" for i in range(500)
+             if br.style("gsm8k", "m", f"q{i}") == 6 and br.gsm8k_value("m", f"q{i}") >= 1000)
     assert f"{br.gsm8k_value('m', q):,}" in br.gsm8k_reply("m", q)
     q = next(f"q{i}" for i in range(500) if br.style("mmlu", "m", f"q{i}") == 7)
     assert br.mmlu_reply("m", q).endswith(f"answer: {br.mmlu_letter('m', q).lower()}")
