@@ -98,7 +98,8 @@ def _message(response: httpx.Response) -> str:
     try:
         data = response.json()
     except ValueError:
-        return response.text.strip()[:500] or "(empty body)"
+        text = response.text.strip().removeprefix(f"{response.status_code}: ")
+        return text[:500] or "(empty body)"
     if isinstance(data, dict):
         inner = data.get("error")
         if isinstance(inner, dict) and "message" in inner:
