@@ -14,9 +14,9 @@ import httpx
 import psutil
 import pytest
 import yaml
-
 from orchestra_ops.services.simllm import rules
 from orchestra_ops.services.simllm.lora import adapter_reply
+
 from orchestra_ops.state import FleetState, ProcessRecord, write_state
 from tests.adapters import make_adapter
 from tests.helpers import free_port_block, run_ops

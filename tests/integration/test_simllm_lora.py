@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from orchestra_ops.services.simllm import rules
 from orchestra_ops.services.simllm.lora import adapter_reply
+
 from tests.adapters import make_adapter
 from tests.helpers import free_port, run_ops
 from tests.simserver import SimServer
