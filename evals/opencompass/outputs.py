@@ -47,7 +47,9 @@ def origin_prompt(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]
 
 
 def write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=4) + "\n")
+    """Compact JSON (OpenCompass indents its files; an indent makes json use its pure-Python encoder,
+    ten times slower on a 14,000-row mmlu run, and no reader depends on it)."""
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False) + "\n")
 
 
 def write_predictions(run_dir: Path, model: str, dataset: str, rows: Sequence[Mapping[str, Any]]) -> Path:
