@@ -79,7 +79,7 @@ class MmluSuite(OpenCompassSuite):
         unknown = [s for s in wanted if s not in by_subject]
         if unknown:
             raise ConfigError(f"--subject {unknown[0]}: not in the dataset (subjects: {', '.join(sorted(by_subject))})")
-        if self.variant() == FIVE_SHOT:
+        if (options.get("variant") or self.variant()) == FIVE_SHOT:
             short = [s for s in wanted if len(self.dev.get(s, [])) < mmlu_data.SHOTS]
             if short:
                 raise ConfigError(f"--variant 5shot needs {mmlu_data.SHOTS} rows in dev/<subject>_dev.csv; "

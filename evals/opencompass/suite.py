@@ -142,8 +142,9 @@ class OpenCompassSuite(BaseSuite):
 
     def units(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
         chosen = self.select(samples, options)
+        models = [str(m) for m in options.get("models") or []] or self.models or [DEFAULT_ROLE]
         return [{**sample, "id": f"{sample['id']}@{model}", "sample": sample["id"], "model": model}
-                for sample in chosen for model in self.models]
+                for sample in chosen for model in models]
 
     async def run(self, unit: Sample, ctx: TaskContext) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": self.settings.get("temperature", 0.0)}

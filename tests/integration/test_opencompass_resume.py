@@ -57,6 +57,8 @@ def test_kill_9_then_resume_runs_every_pair_once(tmp_path: Path, sim_server: Cal
     before = [json.loads(line) for line in results.read_text().splitlines()]
     assert 100 <= len(before) < 400
     assert not (run_dir / "scores.json").exists()
+    status = json.loads(run_ops(["eval-status", str(run_dir), "--json"]).stdout)
+    assert (status["dataset_size"], status["missing"], status["ok"]) == (400, 400 - len(before), len(before))
 
     resumed = run_ops([*base, "--resume"], timeout=180)  # the run dir remembers the dataset and the models
     assert resumed.returncode == 0, resumed.stderr
