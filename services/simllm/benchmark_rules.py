@@ -7,11 +7,13 @@ answer differently but always the same way. ``h(s) = int(sha256(s)[:8], 16)``.
 
 Recognising the prompt (the text of the *last* ``user`` message; few-shot turns come before it):
 
-* **mmlu** when it holds an option block: four consecutive lines starting ``A) ``, ``B) ``,
-  ``C) ``, ``D) `` (the zero-shot ``ANSWER: $LETTER`` prompt) or ``A. `` … ``D. `` (the 5-shot prompt).
-  The question ``q`` is the nearest non-empty line above ``A``, without a leading ``Question:``.
-* **gsm8k** when it contains ``Question:`` and, right-stripped, ends with ``Answer:``. The
-  question ``q`` is the first line after the last ``Question:``, stripped.
+* **mmlu** when it holds an option block, four consecutive lines starting ``A) ``, ``B) ``, ``C) ``,
+  ``D) `` that end the prompt and an ``ANSWER`` (capitals) anywhere (the zero-shot ``ANSWER: $LETTER``
+  prompt), or ``A. `` … ``D. `` right after a ``Question:`` line with ``Answer:`` ending the prompt
+  (the 5-shot prompt). The question ``q`` is the nearest non-empty line above ``A``, without a
+  leading ``Question:``. (Other suites' prompts with answer choices do not look like either.)
+* **gsm8k** when, stripped, it starts with ``Question:`` and ends with ``Answer:``. The question
+  ``q`` is the first line after the last ``Question:``, stripped.
 
 What the persona believes and whether it is right:
 
@@ -63,9 +65,18 @@ def _option_block(lines: list[str]) -> tuple[int, str] | None:
 
 def kind(text: str) -> str | None:
     """GSM8K, MMLU or None for the text of a request's last user message."""
-    if _option_block(text.splitlines()) is not None:
-        return MMLU
-    if "Question:" in text and text.rstrip().endswith("Answer:"):
+    lines = text.rstrip().splitlines()
+    block = _option_block(lines)
+    if block is not None:
+        index, delim = block
+        if delim == ")" and index + 4 == len(lines) and "ANSWER" in text:
+            return MMLU
+        above = [line for line in lines[:index] if line.strip()]
+        if delim == "." and above and above[-1].startswith("Question:") and text.rstrip().endswith("Answer:"):
+            return MMLU
+        return None
+    stripped = text.strip()
+    if stripped.startswith("Question:") and stripped.endswith("Answer:"):
         return GSM8K
     return None
 

@@ -8,10 +8,14 @@ from orchestra_ops.services.simllm import rules
 
 def test_prompt_shapes() -> None:
     gsm8k = "Question: How many apples are left?\nThink it through.\nAnswer:"
-    zero = "Pick one.\n\nWhich is it?\n\nA) one\nB) two\nC) three\nD) four"
+    zero = "Pick one; end with ANSWER: X.\n\nWhich is it?\n\nA) one\nB) two\nC) three\nD) four"
     five = "Hint.\nQuestion: Which is it?\nA. one\nB. two\nC. three\nD. four\nAnswer: "
     assert (br.kind(gsm8k), br.kind(zero), br.kind(five), br.kind("What is the capital of France?")) == (
         br.GSM8K, br.MMLU, br.MMLU, None)
+    hle_like = "Which is it?\nAnswer Choices:\nA. one\nB. two\nC. three\nD. four\nThink, then answer.\nAnswer:"
+    assert (br.kind(zero.replace("ANSWER", "answer")), br.kind(zero + "\nExplain."), br.kind(hle_like)) == (
+        None, None, None)
+    assert br.kind("Context first.\nQuestion: how many?\nAnswer:") is None
     assert br.gsm8k_question(gsm8k) == "How many apples are left?"
     assert br.mmlu_question(zero) == ("Which is it?", br.ZERO_SHOT)
     assert br.mmlu_question(five) == ("Which is it?", br.FIVE_SHOT)
