@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from orchestra_ops.lora.checks import check_lora
 from orchestra_ops.placement import place_gpus
 from orchestra_ops.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
@@ -60,7 +61,8 @@ MANAGED_ENV: dict[str, str] = {
 
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _names, _slurm):
+    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _names, _slurm,
+                  check_lora):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     return problems
@@ -165,7 +167,8 @@ def _ports(topology: Topology) -> Iterator[Problem]:
 
 def _roles(topology: Topology) -> Iterator[Problem]:
     targets = {**{k: "model" for k in topology.models}, **{k: "service" for k in topology.services},
-               **{k: "provider" for k in topology.providers}}
+               **{k: "provider" for k in topology.providers},
+               **{name: "adapter" for model in topology.models.values() for name in model.lora_modules}}
     for role, target in topology.roles.items():
         if target not in targets:
             known = ", ".join(targets) or "nothing is declared"

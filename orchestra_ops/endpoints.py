@@ -29,14 +29,16 @@ Endpoints = dict[str, list[Endpoint]]
 def endpoints_for(plan: LaunchPlan) -> Endpoints:
     """The endpoints of every process in the plan, keyed by served model name or service name.
 
-    Two models serving the same name (one model spread over two nodes) share one list.
+    Two models serving the same name (one model spread over two nodes) share one list. A LoRA
+    adapter is one more key listing its base model's replicas (vLLM picks it by the request's model).
     """
     result: Endpoints = {}
     for spec in plan.processes:
         if spec.host is None:
             raise LaunchError(f"{spec.name}: the host of node '{spec.node}' is known only once slurm "
                               "has allocated it (after `ops up`)")
-        result.setdefault(spec.endpoint_key, []).append({"ip_addr": spec.host, "port": spec.port})
+        for key in (spec.endpoint_key, *spec.adapters):
+            result.setdefault(key, []).append({"ip_addr": spec.host, "port": spec.port})
     return result
 
 

@@ -68,6 +68,7 @@ class Probe:
     waiting: float | None = None
     kv_cache: float | None = None  # fraction 0..1, as vLLM reports it
     detail: str = ""
+    adapters: tuple[str, ...] = ()  # LoRA adapters /v1/models lists (cards with a parent)
 
     @property
     def ready(self) -> bool:
@@ -77,7 +78,7 @@ class Probe:
         return {"name": self.name, "host": self.host, "port": self.port, "state": self.state.value,
                 "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1),
                 "pid": self.pid, "model": self.model, "running": self.running, "waiting": self.waiting,
-                "kv_cache": self.kv_cache, "detail": self.detail}
+                "kv_cache": self.kv_cache, "detail": self.detail, "adapters": list(self.adapters)}
 
 
 # ---- /metrics -------------------------------------------------------------------------------------
@@ -125,6 +126,7 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
     """Probe one target; never raises for anything the network or the server does."""
     started = time.perf_counter()
     load = Load(None, None, None)
+    adapters: tuple[str, ...] = ()
     if not target.alive:
         state, detail = State.DEAD, "the recorded process is gone"
     else:
@@ -134,7 +136,7 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
             else:
                 served = target.served_model_name or ""
                 await _check_health(client, target)
-                await _check_models(client, target, served)
+                adapters = await _check_models(client, target, served)
                 if metrics:
                     load, _ = await asyncio.gather(_load(client, target), _check_chat(client, target, served))
                 else:
@@ -145,7 +147,7 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
     latency = (time.perf_counter() - started) * 1000 if state is not State.DEAD else None
     return Probe(name=target.name, host=target.host, port=target.port, state=state, latency_ms=latency,
                  pid=target.pid, model=target.served_model_name, running=load.running,
-                 waiting=load.waiting, kv_cache=load.kv_cache, detail=detail)
+                 waiting=load.waiting, kv_cache=load.kv_cache, detail=detail, adapters=adapters)
 
 
 async def probe_all(targets: Sequence[Target], *, timeout: float = DEFAULT_PROBE_TIMEOUT_S,
@@ -183,16 +185,19 @@ async def _check_health(client: httpx.AsyncClient, target: Target) -> None:
         raise _not_ok(response, "/health")
 
 
-async def _check_models(client: httpx.AsyncClient, target: Target, served: str) -> None:
+async def _check_models(client: httpx.AsyncClient, target: Target, served: str) -> tuple[str, ...]:
     response = await _request(client, "GET", f"{target.base_url}/v1/models")
     if response.status_code != 200:
         raise _not_ok(response, "/v1/models")
     try:
-        ids = [str(item.get("id")) for item in response.json().get("data", [])]
+        cards = response.json().get("data", [])
+        ids = [str(item.get("id")) for item in cards]
+        adapters = tuple(str(item.get("id")) for item in cards if item.get("parent"))
     except (ValueError, AttributeError):
         raise _Verdict(State.UNHEALTHY, "/v1/models did not answer a model list") from None
     if served not in ids:
         raise _Verdict(State.UNHEALTHY, f"/v1/models lists {ids or 'nothing'}, not {served!r}")
+    return adapters
 
 
 async def _check_chat(client: httpx.AsyncClient, target: Target, served: str) -> None:

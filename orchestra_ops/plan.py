@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestra_ops.lora.flags import lora_argv, lora_env
 from orchestra_ops.paths import topology_dir
 from orchestra_ops.placement import place_gpus, replica_name
 from orchestra_ops.topology import LOCAL_HOSTS, ModelSpec, RetrievalService, SimSettings, Topology
@@ -39,6 +40,7 @@ class ProcessSpec:
     served_model_name: str | None  # None for services
     ulimit_nofile: int
     endpoint_key: str  # the key in the endpoints file
+    adapters: tuple[str, ...] = ()  # LoRA adapters it serves from the start (more endpoints keys)
 
     @property
     def base_url(self) -> str | None:
@@ -70,6 +72,7 @@ class ProcessSpec:
             "health_url": self.health_url,
             "kind": self.kind,
             "served_model_name": self.served_model_name,
+            "adapters": list(self.adapters),
             "reproduce": self.reproduce,
         }
 
@@ -154,17 +157,18 @@ def _model_process(topology: Topology, key: str, model: ModelSpec, index: int, g
         argv = vllm_argv(topology, model, bind, port)
     else:
         argv = sim_argv(topology, model, bind, port, index)
+    env.update(lora_env(model))
     env.update(model.env)
     return ProcessSpec(
         name=name, group=key, kind=model.engine, node=model.node, host=host, bind_host=bind, port=port,
         gpus=gpus, argv=tuple(argv), env=env, log=_log_path(log_dir, name),
         served_model_name=model.served_name, ulimit_nofile=topology.defaults.ulimit_nofile,
-        endpoint_key=model.served_name,
+        endpoint_key=model.served_name, adapters=tuple(model.lora_modules),
     )
 
 
 def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> list[str]:
-    """`vllm serve MODEL --host H --port P [--served-model-name …] [tool flags] [memory] [len] [tp] ARGS`."""
+    """`vllm serve MODEL --host H --port P [--served-model-name …] [tool flags] [memory] [len] [tp] [lora] ARGS`."""
     argv = [*topology.defaults.vllm_command, "serve", model.model, "--host", bind, "--port", str(port)]
     if model.served_model_name:
         argv += ["--served-model-name", model.served_model_name]
@@ -176,6 +180,7 @@ def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> lis
         argv += ["--max-model-len", str(model.max_model_len)]
     if model.gpus_per_replica > 1:
         argv += ["--tensor-parallel-size", str(model.gpus_per_replica)]
+    argv += lora_argv(model)
     return argv + list(model.engine_args)
 
 
@@ -202,6 +207,7 @@ def sim_argv(topology: Topology, model: ModelSpec, bind: str, port: int, index: 
         argv += ["--hang-rate", _num(sim.hang_rate)]
     if sim.crash_after is not None:
         argv += ["--crash-after", str(sim.crash_after)]
+    argv += lora_argv(model, repeat_modules_flag=True)
     argv += ["--seed", str(sim.seed + index)]
     return argv + list(model.engine_args)
 

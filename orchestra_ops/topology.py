@@ -126,10 +126,19 @@ class ModelSpec(Strict):
     engine_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     sim: SimSettings | None = None
+    # LoRA adapters (orchestra_ops/lora): name -> adapter directory (relative: to where `ops` runs)
+    lora_modules: dict[str, str] = Field(default_factory=dict)
+    max_lora_rank: int | None = Field(None, ge=1)  # vLLM's --max-lora-rank (its default: 16)
+    max_loras: int | None = Field(None, ge=1)  # adapters in one batch (vLLM's --max-loras, default 1)
+    runtime_lora: bool = False  # `ops lora load/unload` (sets VLLM_ALLOW_RUNTIME_LORA_UPDATING)
 
     @property
     def served_name(self) -> str:
         return self.served_model_name or self.model
+
+    @property
+    def lora_enabled(self) -> bool:
+        return bool(self.lora_modules) or self.runtime_lora
 
     @property
     def gpu_count(self) -> int:

@@ -33,3 +33,19 @@ trap '"${OPS[@]}" down local || true' EXIT
 "${OPS[@]}" health
 "${OPS[@]}" eval chat --dataset "$DEMO/questions.jsonl" --model answer --topology local --resume --concurrency 64
 "${OPS[@]}" eval-status runs/chat-local
+
+# After training: a LoRA adapter loaded into the running `answer` replicas, then gsm8k and mmlu
+# (the bundled synthetic sets) for the base model and the adapter side by side, then unloaded.
+.venv/bin/python - "$DEMO/ft" <<'PY'
+import json, pathlib, struct, sys
+out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+(out / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8, "lora_alpha": 16,
+                                                     "target_modules": ["q_proj", "v_proj"]}))
+header = json.dumps({"base_model.model.layers.0.self_attn.q_proj.lora_A.weight":
+                     {"dtype": "F32", "shape": [1, 1], "data_offsets": [0, 4]}}).encode()
+(out / "adapter_model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+PY
+"${OPS[@]}" lora load ft "$DEMO/ft" --model answer --topology local
+"${OPS[@]}" eval gsm8k --model answer --model ft --topology local --resume
+"${OPS[@]}" eval mmlu --model answer --model ft --topology local --resume
+"${OPS[@]}" lora unload ft --topology local

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "status": "status_cmd:status",
     "logs": "logs_cmd:logs",
     "down": "down_cmd:down",
+    "lora": "lora_cmd:lora",
 }
 
 

@@ -18,8 +18,8 @@ from orchestra_ops.errors import OpsError
 from orchestra_ops.runner.tee import TeeHandler, TeeLog
 
 COMMON_OPTIONS: list[click.Option] = [
-    click.Option(["--dataset"], type=click.Path(dir_okay=False),
-                 help="Dataset file (remembered by the run dir; default: the suite's bundled one, if any)."),
+    click.Option(["--dataset"], type=click.Path(),
+                 help="Dataset file or directory (remembered by the run dir; default: the suite's bundled one)."),
     click.Option(["--run-dir"], type=click.Path(file_okay=False), help="Default: runs/<suite>-<topology>/."),
     click.Option(["--resume"], is_flag=True, help="Run only the units that have no result yet."),
     click.Option(["--retry-failed"], is_flag=True, help="Rerun the units whose last result is an error."),

@@ -37,12 +37,18 @@ _NONNEG = click.FloatRange(min=0.0)
 @click.option("--retry-after-s", type=_NONNEG, default=1.0, show_default=True,
               help="The Retry-After of injected 429s.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of faults and jitter.")
+@click.option("--enable-lora", is_flag=True, help="Serve LoRA adapters (as vLLM's flag).")
+@click.option("--lora-modules", multiple=True, metavar="NAME=PATH|JSON",
+              help="A static adapter (repeat per adapter); runtime loads need VLLM_ALLOW_RUNTIME_LORA_UPDATING=1.")
+@click.option("--max-lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--max-loras", type=click.IntRange(min=1), default=1, show_default=True)
 def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float, prefill_ms_per_token: float,
         decode_ms_per_token: float, jitter: float, startup_delay_s: float, fail_spec: str | None,
         malformed_rate: float, hang_rate: float, crash_after: int | None, retry_after_s: float,
-        seed: int) -> None:
-    """Serve a simulated OpenAI-compatible model (health, models, chat completions, metrics)."""
+        seed: int, enable_lora: bool, lora_modules: tuple[str, ...], max_lora_rank: int, max_loras: int) -> None:
+    """Serve a simulated OpenAI-compatible model (health, models, chat completions, metrics, LoRA)."""
     from orchestra_ops.services.simllm.config import SimConfig, parse_fail_spec
+    from orchestra_ops.services.simllm.lora import runtime_updates_allowed
 
     try:
         fail = parse_fail_spec(fail_spec)
@@ -52,7 +58,9 @@ def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float,
                        prefill_ms_per_token=prefill_ms_per_token, decode_ms_per_token=decode_ms_per_token,
                        jitter=jitter, startup_delay_s=startup_delay_s, fail=fail,
                        malformed_rate=malformed_rate, hang_rate=hang_rate, crash_after=crash_after,
-                       seed=seed, retry_after_s=retry_after_s)
+                       seed=seed, retry_after_s=retry_after_s, enable_lora=enable_lora,
+                       lora_modules=lora_modules, max_lora_rank=max_lora_rank, max_loras=max_loras,
+                       runtime_lora=runtime_updates_allowed())
     logging.getLogger("orchestra_ops.services.simllm").setLevel(logging.INFO)
     from orchestra_ops.services.simllm.app import serve
 

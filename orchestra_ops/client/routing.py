@@ -4,12 +4,16 @@ Built from a topology plus the endpoints file `ops up` wrote (`from_topology`), 
 endpoints file alone (`from_model_config`: its keys are both the models and the roles). No
 environment variable can add a target or change where one points; a provider's key is named by
 `api_key_env` and read only when a request is sent.
+
+A LoRA adapter (a model's `lora_modules`, or one `ops lora load` put in: `adapters`) is a target of
+its own: its base model's settings, the replicas the endpoints file lists under its name, and its
+name as the request's `model` (how vLLM picks an adapter).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from orchestra_ops.endpoints import Endpoints
@@ -32,13 +36,15 @@ class Target:
     request_defaults: Mapping[str, Any] = field(default_factory=dict)
     max_model_len: int | None = None
     request_timeout_s: float | None = None  # this target's own per-call timeout (None: the routing's)
+    adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
 
     @property
     def where(self) -> str:
         if self.kind == "provider":
             return f"{self.base_url} (external; key from ${self.api_key_env})" if self.api_key_env \
                 else f"{self.base_url} (external)"
-        return ", ".join(f"{host}:{port}" for host, port in self.addresses) or "(no replicas)"
+        where = ", ".join(f"{host}:{port}" for host, port in self.addresses) or "(no replicas)"
+        return f"{where} (LoRA adapter on {self.adapter_of})" if self.adapter_of else where
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,10 @@ class Routing:
         _, target = self.resolve(name)
         if target.kind == "service":
             raise ConfigError(f"'{name}' is the service '{target.name}', not a chat model")
+        if target.adapter_of and not target.addresses:
+            raise ConfigError(f"adapter '{target.name}' is served by no replica of {target.adapter_of} in "
+                              f"{self.endpoints_file}; `ops lora load {target.name} PATH --model "
+                              f"{target.adapter_of}` (a restart drops adapters loaded at run time)")
         if target.kind == "model" and not target.addresses:
             raise ConfigError(f"model '{target.name}' (served as '{target.served_name}') has no replicas in "
                               f"{self.endpoints_file}; run `ops up` for this topology")
@@ -84,13 +94,20 @@ class Routing:
         return rows
 
 
-def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endpoints_file: str) -> Routing:
+def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endpoints_file: str,
+                  adapters: Mapping[str, str] | None = None) -> Routing:
+    """`adapters`: adapters loaded at run time (name -> model key), beside the topology's lora_modules."""
     targets: dict[str, Target] = {}
     for key, model in topology.models.items():
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(model.served_name, []))
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s)
+    declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
+    for name, key in {**(adapters or {}), **declared}.items():
+        if key in targets and name not in targets:
+            addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(name, []))
+            targets[name] = replace(targets[key], name=name, served_name=name, addresses=addresses, adapter_of=key)
     for key in topology.services:
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(key, []))
         targets[key] = Target(name=key, kind="service", served_name=key, addresses=addresses)

@@ -8,6 +8,7 @@ from pathlib import Path
 from orchestra_ops.client.routing import Routing, from_model_config, from_topology
 from orchestra_ops.endpoints import read_endpoints
 from orchestra_ops.errors import ConfigError, StateError
+from orchestra_ops.lora.records import runtime_adapters
 from orchestra_ops.paths import endpoints_path, latest_topology_name, state_path
 from orchestra_ops.state import read_state
 from orchestra_ops.topology import load_topology
@@ -33,7 +34,8 @@ def load_routing(topology: str | None = None, model_config: str | None = None) -
     if not endpoints_file.is_file():
         raise StateError(f"{endpoints_file}: no endpoints file for topology '{topo.name}'; run `ops up "
                          f"{source}` first (or pass --model-config FILE)")
-    return from_topology(topo, read_endpoints(endpoints_file), source=source, endpoints_file=str(endpoints_file))
+    return from_topology(topo, read_endpoints(endpoints_file), source=source, endpoints_file=str(endpoints_file),
+                         adapters=runtime_adapters(topo.name))
 
 
 def _topology_file_from_state(name: str) -> str:

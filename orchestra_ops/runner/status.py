@@ -44,7 +44,7 @@ def run_status(run_dir: str | Path) -> RunStatus:
     ok = sum(1 for r in final.values() if r.get("status") == "ok")
     dataset = (info or {}).get("dataset")
     samples: list[Sample] | None = None
-    if dataset and Path(dataset).is_file():
+    if dataset and Path(dataset).exists():  # a file, or a directory a suite reads (mmlu)
         samples = _units(info or {}, Path(dataset))
     missing_samples = [s for s in samples if sample_id(s) not in final] if samples is not None else []
     ids = {sample_id(s) for s in samples} if samples is not None else set()

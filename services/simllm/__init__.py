@@ -7,7 +7,9 @@ Modules, each small:
                 pure functions of the request, documented there; tests import them for exact scores
     faults.py   FaultPlan: error statuses, hangs, malformed judge JSON, jitter; deterministic per seed
     metrics.py  SimMetrics: vLLM's gauges and counters plus sim_max_requests_in_flight, as Prometheus text
+    benchmark_rules.py  gsm8k- and mmlu-shaped prompts: each persona's reply (pure; tests import it)
+    lora.py     LoRA adapters as vLLM serves them: --lora-modules, the runtime load/unload routes
     app.py      the aiohttp.web server (health, models, chat completions JSON/SSE, metrics) and serve()
 
-Only app.py imports aiohttp; the CLI imports it inside `ops serve sim`.
+Only app.py and lora.py import aiohttp; the CLI imports them inside `ops serve sim`.
 """

@@ -5,7 +5,8 @@ Endpoints: `GET /health` (200, empty), `GET /v1/models` (the served name with `m
 `stream_options.include_usage` is true, as in vLLM), `GET /metrics` (Prometheus text).
 
 Order of work for a chat request: it draws its Fate (faults.py); a body that is not a JSON object
-is a 400; a `model` other than the served name is a 404 (as vLLM; no `model` means the served one);
+is a 400; a `model` other than the served name or an adapter (lora.py) is a 404 (as vLLM; no `model`
+means the served one);
 a prompt over max_model_len (or prompt + max_tokens over it) is vLLM's 400 "This model's maximum
 context length is …"; then an injected error status (429 with Retry-After), a hang (never
 answered; cancelled when the client goes), or the answer (rules.py) after
@@ -29,7 +30,7 @@ from typing import Any
 
 import psutil
 from aiohttp import web
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import lora, rules
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import Fate, FaultPlan
 from orchestra_ops.services.simllm.metrics import SimMetrics
@@ -64,10 +65,10 @@ class SimEngine:
         self.faults = FaultPlan(config)
         self.metrics = SimMetrics(config.model, config.max_model_len)
         self._created = int(time.time())
-        self._models_body = _dumps({"object": "list", "data": [{
-            "id": config.model, "object": "model", "created": self._created, "owned_by": "vllm",
-            "root": config.model, "parent": None, "max_model_len": config.max_model_len,
-            "permission": []}]})
+        self._base_card = {"id": config.model, "object": "model", "created": self._created, "owned_by": "vllm",
+                           "root": config.model, "parent": None, "max_model_len": config.max_model_len,
+                           "permission": []}
+        self.adapters = lora.AdapterTable(config)
         retry = config.retry_after_s
         self._retry_after = str(int(retry)) if retry == int(retry) else f"{retry:g}"
 
@@ -77,13 +78,15 @@ class SimEngine:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_post("/v1/chat/completions", self.chat)
+        lora.add_routes(app, self.adapters)
         return app
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response()
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.Response(text=self._models_body, content_type=_JSON)
+        body = {"object": "list", "data": [self._base_card, *self.adapters.cards()]}
+        return web.Response(text=_dumps(body), content_type=_JSON)
 
     async def metrics_text(self, request: web.Request) -> web.Response:
         return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
@@ -118,9 +121,11 @@ class SimEngine:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             metrics.failed[400] += 1
             return error_response(400, "request body must be a JSON object with a 'messages' list")
-        if body.get("model") not in (None, config.model):
+        persona = self.adapters.resolve(body.get("model"))
+        if persona is None:
             metrics.failed[404] += 1
             return error_response(404, f"The model `{body.get('model')}` does not exist.")
+        body["model"] = persona  # the rules answer as the model asked for (an adapter answers as itself)
         n_prompt = rules.prompt_tokens(body)
         too_long = self._context_error(n_prompt, body.get("max_tokens") or body.get("max_completion_tokens"))
         if too_long:
@@ -134,6 +139,8 @@ class SimEngine:
             metrics.hung += 1
             await asyncio.Future()
         reply = rules.respond(body)
+        if self.adapters.is_adapter(persona):
+            reply = lora.adapter_reply(reply, persona)
         if reply.judge and fate.malformed:
             metrics.malformed += 1
             reply = rules.malformed(reply)
@@ -150,7 +157,7 @@ class SimEngine:
                                        "tool_calls": self._tool_calls(fate, reply)}
             payload = {
                 "id": f"chatcmpl-sim{config.seed}-{fate.index}", "object": "chat.completion",
-                "created": int(time.time()), "model": config.model,
+                "created": int(time.time()), "model": persona,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": reply.finish_reason, "stop_reason": None}],
                 "usage": {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_completion,
@@ -191,7 +198,7 @@ class SimEngine:
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
         head = {"id": f"chatcmpl-sim{config.seed}-{fate.index}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": config.model}
+                "created": int(time.time()), "model": body["model"]}
 
         async def send(delta: dict[str, Any], finish: str | None = None) -> None:
             chunk = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,

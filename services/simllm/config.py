@@ -54,6 +54,12 @@ class SimConfig:
     crash_after: int | None = None
     seed: int = 0
     retry_after_s: float = 1.0
+    # LoRA (services/simllm/lora.py): vLLM's flags, and its VLLM_ALLOW_RUNTIME_LORA_UPDATING
+    enable_lora: bool = False
+    lora_modules: tuple[str, ...] = ()  # vLLM's items: NAME=PATH or {"name", "path", "base_model_name"}
+    max_lora_rank: int = 16
+    max_loras: int = 1
+    runtime_lora: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -76,5 +82,9 @@ class SimConfig:
             problems.append(f"--crash-after: {self.crash_after} must be >= 1")
         if sum(rate for _, rate in self.fail) > 1.0 + 1e-9:
             problems.append("--fail: the rates sum to more than 1")
+        if self.lora_modules and not self.enable_lora:
+            problems.append("--lora-modules: needs --enable-lora")
+        if self.max_lora_rank < 1 or self.max_loras < 1:
+            problems.append("--max-lora-rank and --max-loras must be >= 1")
         if problems:
             raise ConfigError("\n".join(problems))

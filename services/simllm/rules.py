@@ -33,7 +33,10 @@ jitter only).
    text) gets the answer token, other strings the question (first 200 chars), an enum
    ``enum[(h + done) % len]`` (h from the question's hash), integers 1, numbers 1.0, booleans true,
    arrays [], objects {}.
-3. **expert** otherwise: a short reasoning text ending ``The final answer is \boxed{T}.`` where T
+3. **benchmark** (``benchmark_gsm8k``, ``benchmark_mmlu``) when the last user message is a gsm8k- or
+   mmlu-shaped prompt: the answer, and whether it is right, per persona (the request's ``model``), as
+   ``benchmark_rules.py`` documents.
+4. **expert** otherwise: a short reasoning text ending ``The final answer is \boxed{T}.`` where T
    is the last answer token already in the prompt (so a token passed along by an orchestrator
    survives), else ``answer_token(question)``.
 
@@ -49,6 +52,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from orchestra_ops.services.simllm import benchmark_rules
 
 RIGHT_PERCENT = 60
 TOKEN_RE = re.compile(r"sim-[0-9a-f]{8}")
@@ -124,6 +129,14 @@ def question_of(messages: list[Any]) -> str:
     return ""
 
 
+def last_user_text(messages: list[Any]) -> str:
+    """The text of the last user message ('' if there is none)."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
 def prompt_tokens(body: dict[str, Any]) -> int:
     """Estimated prompt tokens of a chat request (see the module docstring)."""
     messages = body.get("messages") or []
@@ -150,7 +163,7 @@ def completion_tokens(reply: Reply) -> int:
 
 
 def classify(body: dict[str, Any]) -> str:
-    """The role the sim plays for this request: judge_hle, judge_rubric, orchestrator or expert."""
+    """The role the sim plays: judge_hle, judge_rubric, orchestrator, benchmark_gsm8k/_mmlu or expert."""
     messages = body.get("messages") or []
     texts = [message_text(m) for m in messages]
     response_format = body.get("response_format")
@@ -164,7 +177,7 @@ def classify(body: dict[str, Any]) -> str:
             return JUDGE_RUBRIC
     if body.get("tools") and body.get("tool_choice") != "none":
         return ORCHESTRATOR
-    return EXPERT
+    return benchmark_rules.kind(last_user_text(messages)) or EXPERT
 
 
 def _last_token(messages: list[Any], roles: tuple[str, ...] | None = None) -> str | None:
@@ -185,6 +198,8 @@ def respond(body: dict[str, Any]) -> Reply:
         return _judge(role, messages)
     if role == ORCHESTRATOR:
         return _orchestrate(body, messages)
+    if role in benchmark_rules.ROLES:
+        return Reply(role, benchmark_rules.answer_text(role, str(body.get("model") or ""), last_user_text(messages)))
     return _expert(messages)
 
 
