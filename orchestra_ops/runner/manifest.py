@@ -5,7 +5,7 @@ models, limit, dedupe, suite_options, templates with each one's sha256), `run_ma
 before the first request:
 
     manifest_version                      1
-    dataset_sha256                        sha256 of the dataset file's bytes
+    dataset_sha256                        sha256 of the dataset file's bytes (of each file's, for a directory)
     ids_sha256, ids_count                 sha256 of the ids of the units the run covers (after --limit and
                                           --dedupe, as the suite makes its units): sorted JSON texts, one a line
     judge                                 the judge roles: target, kind, served name, where, request defaults,
@@ -60,6 +60,18 @@ def sha256_file(path: str | Path) -> str:
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_dataset(path: str | Path) -> str:
+    """A dataset's fingerprint: its file's sha256, or for a dataset directory (mmlu's test/ + dev/ CSVs)
+    the sha256 of every file's relative path and sha256, in path order."""
+    root = Path(path)
+    if not root.is_dir():
+        return sha256_file(root)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(root).as_posix()}\0{sha256_file(file)}\n".encode())
     return digest.hexdigest()
 
 
@@ -158,7 +170,7 @@ def _hash_if_file(path: str | None) -> str | None:
 
 def check_dataset_unchanged(run_dir: Path, recorded: Mapping[str, Any], dataset: Path) -> str:
     """The dataset's sha256; a ConfigError when it differs from the one this run dir started with."""
-    digest = sha256_file(dataset)
+    digest = sha256_dataset(dataset)
     before = recorded.get("dataset_sha256")
     if before and before != digest:
         raise ConfigError(f"{run_dir} was run on {recorded.get('dataset')} with sha256 {str(before)[:12]}…; "
@@ -186,7 +198,7 @@ def manifest_fields(*, dataset: Path, dataset_sha256: str | None, unit_ids: list
     history.append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mode": mode, "cli": redact(cli), "ops": ops})
     topology_file = routing.source if routing.source != routing.endpoints_file else None
     return {"manifest_version": MANIFEST_VERSION,
-            "dataset_sha256": dataset_sha256 or sha256_file(dataset),
+            "dataset_sha256": dataset_sha256 or sha256_dataset(dataset),
             "ids_sha256": ids_sha256(unit_ids), "ids_count": len(unit_ids),
             "judge": judge_entry(suite, routing, names, suite_options),
             "routing": routing_entries(routing, names),
