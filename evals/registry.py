@@ -10,6 +10,7 @@ from orchestra_ops.runner.suite import Suite
 # suite name -> "module:factory" under orchestra_ops.evals; a later suite adds one line here
 SUITES: dict[str, str] = {
     "chat": "chat:ChatSuite",
+    "healthbench": "healthbench:HealthBenchSuite",
 }
 
 
