@@ -159,6 +159,8 @@ def prepare(options: EvalOptions) -> PreparedRun:
         raise ConfigError(f"{run_dir} holds results for dataset {info['dataset']}, not {dataset_path}; "
                           "use another --run-dir")
     samples = suite.load(dataset_path, dedupe=options.dedupe)
+    if options.limit is None and continuing and isinstance(info.get("limit"), int):
+        options.limit = info["limit"]  # a continued run keeps the --limit it started with
     if options.limit is not None:
         samples = samples[: options.limit]
     samples = suite.units(samples, suite_view)
