@@ -7,7 +7,9 @@ judge call (`--judge`, default the role `judge`), all of them at once. The judge
 example in flight share the judge's own cap (`--judge-concurrency`, applied by the engine through
 `limits`), so the judge stays busy whatever the examples' sizes; `--concurrency` bounds the examples
 in flight (and so the candidate calls). The candidate and the judge are separate roles, each with
-its own replica pool (a cap applies per target: two roles on one model share it).
+its own replica pool (a cap applies per target: two roles on one model share it). Each replica
+also takes at most 256 calls at once (the client pool's cap), so a judge cap above 256 needs a
+judge with more than one replica (or a provider with a higher `max_concurrency`).
 
 Judge settings default to the reference's (system message, temperature 0.5, 2,048 max tokens) and
 each has a flag. Parsing and re-asks: healthbench_grading.py. Scores: healthbench_scoring.py.
@@ -29,6 +31,7 @@ without a grade (the stored ones, and the stored response, are reused from `ctx.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -52,6 +55,8 @@ from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of, unit_counts
 from orchestra_ops.runner.templates import Template, packaged
+
+log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 400
 _DEFAULTS = JudgeSettings(name="judge")
@@ -116,7 +121,9 @@ class HealthBenchSuite(BaseSuite):
                                   "give one or the other")
         else:
             self.candidate = str(options.get("model") or "candidate")
-            routing.chat_target(self.candidate)
+            if routing.chat_target(self.candidate).name == routing.chat_target(self.judge.name).name:
+                log.warning("the candidate '%s' and the judge '%s' are one model: they share its replicas and the "
+                            "judge's cap", self.candidate, self.judge.name)
             names.insert(0, self.candidate)
             self.candidate_params = {key: options[flag] for key, flag in
                                      (("temperature", "candidate_temperature"), ("max_tokens", "candidate_max_tokens"))
@@ -200,16 +207,16 @@ class HealthBenchSuite(BaseSuite):
                 "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED}}
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
-        left_out = scores["examples"] - scores["scored"]
         lines = [f"healthbench: {scores['scored']} of {scores['examples']} examples scored "
                  f"({scores['rubric_items']} rubric items, judge '{scores['judge']['name']}')"]
-        if left_out:
-            failed = ", ".join(f"{kind} {n}" for kind, n in scores["failed_by_type"].items()) or "none"
-            lines.append(f"left out: {scores['failed']} failed ({failed}; {scores['grader_error_items']} rubric "
-                         f"item(s) without a valid verdict after {scores['judge']['attempts']} attempt(s)), "
-                         f"{scores['missing']} without a result")
-            if scores["failed"]:
-                lines.append("rerun them with --retry-failed: only the items without a grade are asked again")
+        if scores["failed"]:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in scores["failed_by_type"].items())
+            lines.append(f"left out of the scores: {scores['failed']} failed example(s) ({kinds}); "
+                         f"{scores['grader_error_items']} rubric item(s) had no valid verdict after "
+                         f"{scores['judge']['attempts']} attempt(s)")
+            lines.append("rerun them with --retry-failed: only the items without a grade are asked again")
+        if scores["missing"]:
+            lines.append(f"{scores['missing']} example(s) have no result yet (--resume runs them)")
         return lines + score_table(scores["metrics"])
 
 
