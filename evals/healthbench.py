@@ -76,7 +76,7 @@ class HealthBenchSuite(BaseSuite):
                     "Grade these responses instead of calling the candidate: JSONL of {prompt_id, response}."),
         SuiteOption("judge", "--judge", "str", "The role or model that grades.", default="judge"),
         SuiteOption("judge_concurrency", "--judge-concurrency", "int",
-                    "Judge calls in flight at once, over every example in flight.",
+                    "Judge calls in flight at once, shared by every example in flight (--concurrency examples).",
                     default=DEFAULT_JUDGE_CONCURRENCY, minimum=1),
         SuiteOption("judge_attempts", "--judge-attempts", "int",
                     "Judge calls per rubric item before an invalid reply makes it a grader_error.",
