@@ -12,6 +12,7 @@ SUITES: dict[str, str] = {
     "chat": "chat:ChatSuite",
     "gsm8k": "opencompass.gsm8k:Gsm8kSuite",
     "mmlu": "opencompass.mmlu:MmluSuite",
+    "healthbench": "healthbench:HealthBenchSuite",
 }
 
 

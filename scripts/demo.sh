@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole flow on this machine with simulated engines and a CPU retrieval index.
-#   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status -> ops down
+#   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status
+#   -> ops eval healthbench -> eval-status -> ops down
 # State goes where `ops` keeps it by default (.ops/local), the run to runs/chat-local; inputs are
 # generated under demo/. `ops down` runs even when a step fails. Run it again: the eval resumes.
 set -euo pipefail
@@ -33,6 +34,11 @@ trap '"${OPS[@]}" down local || true' EXIT
 "${OPS[@]}" health
 "${OPS[@]}" eval chat --dataset "$DEMO/questions.jsonl" --model answer --topology local --resume --concurrency 64
 "${OPS[@]}" eval-status runs/chat-local
+
+# healthbench: the bundled synthetic set (64 examples); the candidate role answers each conversation,
+# then every rubric item is one call to the judge role; scores.json and a per-tag table at the end
+"${OPS[@]}" eval healthbench --topology local --resume --concurrency 64
+"${OPS[@]}" eval-status runs/healthbench-local
 
 # After training: a LoRA adapter loaded into the running `answer` replicas, then gsm8k and mmlu
 # (the bundled synthetic sets) for the base model and the adapter side by side, then unloaded.

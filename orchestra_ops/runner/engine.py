@@ -2,7 +2,8 @@
 
 Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
 Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
-Every finished task, ok or error, becomes exactly one record passed to `on_done`.
+Every finished task, ok or error, becomes exactly one record passed to `on_done`; a task that
+raises `UnitFailed` is an error record that keeps the fields the exception carries.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from orchestra_ops.client.errors import CallError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.progress import Progress
+from orchestra_ops.runner.suite import UnitFailed
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,9 @@ async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, 
             fields = await asyncio.wait_for(work(sample), task_timeout_s)
             record: Record = {"id": sample["id"], "status": "ok",
                               **{k: v for k, v in fields.items() if k not in ("id", "status")}}
+        except UnitFailed as exc:  # an error that keeps the work the unit did
+            record = _error(sample, exc.kind, exc.message)
+            record.update({k: v for k, v in exc.fields.items() if k not in record})
         except CallError as exc:
             record = _error(sample, exc.kind, exc.message)
         except asyncio.TimeoutError:

@@ -163,6 +163,8 @@ def prepare(options: EvalOptions) -> PreparedRun:
                           "use another --run-dir")
     samples = suite.load(dataset_path, dedupe=options.dedupe)
     dataset_sha256 = check_dataset_unchanged(run_dir, info if continuing else {}, dataset_path)
+    if options.limit is None and continuing and isinstance(info.get("limit"), int):
+        options.limit = info["limit"]  # a continued run keeps the --limit it started with
     if options.limit is not None:
         samples = samples[: options.limit]
     samples = suite.units(samples, suite_view)

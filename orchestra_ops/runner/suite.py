@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from orchestra_ops.client.chat import ChatResult, Message
+from orchestra_ops.client.errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
 from orchestra_ops.runner.profile import ToolEvent
@@ -47,6 +48,16 @@ class SuiteOption:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     multiple: bool = False
+
+
+class UnitFailed(CallError):
+    """Raised by `run` for a unit that failed but did work worth keeping (e.g. the rubric grades
+    that did come back): it is stored as status `error` with `kind` as its error_type and `fields`
+    beside it, so `--retry-failed` reruns it and `ctx.previous` hands those fields back."""
+
+    def __init__(self, kind: str, message: str, fields: Mapping[str, Any]) -> None:
+        super().__init__(kind, message)
+        self.fields = dict(fields)
 
 
 class TaskContext(Protocol):

@@ -16,13 +16,13 @@ jitter only).
 *Role* (first match wins):
 
 1. **judge** when the request text (messages and ``response_format``) mentions
-   ``extracted_final_answer`` (HLE judge) or ``criteria_met`` (rubric judge). The verdict is
+   ``extracted_final_answer`` (HLE judge) or ``criteria_met`` (rubric judge). The HLE verdict is
    ``token_is_right(T)`` for the last answer token ``T`` in the prompt (the graded response, which
    the sim wrote), else ``answer_is_right`` of the HLE ``[question]: …`` block, else of the question.
    HLE: ``{"extracted_final_answer": T or "None", "reasoning": …, "correct": "yes"|"no",
-   "confidence": 90|20}``. Rubric: ``{"explanation": …, "criteria_met": true|false}`` (the same
-   verdict for every rubric item of a sample). ``--malformed-rate`` makes a judge answer a cut-off,
-   invalid JSON instead.
+   "confidence": 90|20}``. Rubric: ``{"explanation": …, "criteria_met": true|false}``, one verdict
+   per rubric item from T and the item's criterion (rubric_rules.py documents the rule).
+   ``--malformed-rate`` makes a judge answer a cut-off, invalid JSON instead.
 2. **orchestrator** when the request has ``tools`` and ``tool_choice`` is not ``"none"``. Let
    ``R = orchestrator_rounds(question)`` (1..3) and ``done`` the number of assistant messages
    with ``tool_calls`` so far. While ``done < R`` it calls the non-answer tools in the order given,
@@ -236,11 +236,10 @@ def _judge(role: str, messages: list[Any]) -> Reply:
             "confidence": 90 if right else 20,
         }
     else:
-        verdict = {
-            "explanation": ("The response meets the criterion." if right
-                            else "The response does not meet the criterion."),
-            "criteria_met": right,
-        }
+        from orchestra_ops.services.simllm import rubric_rules  # it imports this module
+
+        prompt = "\n".join(message_text(m) for m in messages)
+        verdict = rubric_rules.rubric_verdict(prompt, token or answer_token(question_of(messages)))
     return Reply(role, json.dumps(verdict), judge=True)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import rubric_rules, rules
 from orchestra_ops.services.simllm.config import SimConfig, parse_fail_spec
 from orchestra_ops.services.simllm.faults import FaultPlan
 
@@ -111,7 +111,8 @@ def test_rubric_judge(question: str) -> None:
     prompt = (f"<<conversation>>\nuser: {question}\nassistant: \\boxed{{{token}}}\n<<rubric_item>>\n"
               "[5] Mentions X\nReturn JSON with explanation and criteria_met.")
     verdict = json.loads(rules.respond({"messages": [user(prompt)]}).content or "")
-    assert verdict == {"explanation": verdict["explanation"], "criteria_met": rules.answer_is_right(question)}
+    assert verdict == {"explanation": verdict["explanation"],
+                       "criteria_met": rubric_rules.criteria_met(token, "Mentions X")}
     with pytest.raises(json.JSONDecodeError):
         json.loads(rules.malformed(rules.respond({"messages": [user(prompt)]})).content or "")
 
