@@ -104,8 +104,9 @@ def terminate(procs: Sequence[psutil.Process], pgids: Iterable[int], timeout: fl
     when one of `procs` is in it, so a stale or wrong pgid never reaches a stranger's group.
     """
     groups = {pgid for pgid in pgids if _group_of(procs, pgid)}  # only groups one of ours is in
+    running = live(procs)  # before the signal: one that dies at once is still counted as terminated
     _signal_all(procs, groups, signal.SIGTERM)
-    gone, alive = psutil.wait_procs(live(procs), timeout=timeout)
+    _, alive = psutil.wait_procs(running, timeout=timeout)
     alive = live(alive)
     if alive:
         log.info("SIGKILL to %d processes still alive after %.1f s", len(alive), timeout)
@@ -115,7 +116,8 @@ def terminate(procs: Sequence[psutil.Process], pgids: Iterable[int], timeout: fl
     else:
         still = []
     killed = [proc for proc in alive if proc not in still]
-    return KillResult(terminated=list(gone), killed=killed, survivors=still)
+    terminated = [proc for proc in running if proc not in alive]
+    return KillResult(terminated=terminated, killed=killed, survivors=still)
 
 
 def _group_of(procs: Iterable[psutil.Process], pgid: int) -> bool:
