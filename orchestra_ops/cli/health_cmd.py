@@ -19,13 +19,17 @@ def _render(report: HealthReport, as_json: bool) -> None:
     if as_json:
         echo_json(report.to_json())
         return
-    rows = [(p.name, f"{p.host}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
+    rows = [(p.name, f"{p.host or '?'}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
              _num(p.running), _num(p.waiting), _num(None if p.kv_cache is None else 100 * p.kv_cache, "{:.0f}%"),
              p.detail) for p in report.probes]
     ready = sum(p.ready for p in report.probes)
     print_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
                 ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv", "detail"],
                 rows)
+    notes = [(n.name, n.backend, n.host or "-", n.state or "-", n.problem or "") for n in report.nodes
+             if n.state or n.problem]
+    if notes:
+        print_table(None, ["node", "backend", "host", "state", "problem"], notes)
 
 
 @click.command()
