@@ -171,11 +171,14 @@ def timeout_error(backends: Backends, state: FleetState, pending: list[ProcessRe
     lines = [f"{len(pending)} processes not serving after {timeout:.0f} s:"]
     for record in pending:
         result = by_name.get(record.name)
-        status = f"{result.state.value} {result.detail}".strip() if result else "?"
+        if result is not None and result.state is State.PENDING:
+            status = result.detail  # e.g. "slurm job 8 PENDING (Resources)"
+        else:
+            status = f"{result.state.value} {result.detail}".strip() if result else "?"
         where = f"{record.host}:{record.port}" if record.host else f"node {record.node}, no host yet"
         lines.append(f"  {record.name} ({where}): {status}; log {record.log}")
     for view in views:
-        if view.state and any(r.node == view.node.name for r in pending):
+        if view.state and view.node.host is not None and any(r.node == view.node.name for r in pending):
             lines.append(f"  node {view.node.name}: {view.state}")
     first = next((r for r in pending if r.host is not None), None)
     if first is not None:

@@ -12,7 +12,6 @@ listening port or session is left. Logs stay on the node: `ops logs` reads them 
 from __future__ import annotations
 
 import base64
-import json
 import posixpath
 import shlex
 import time
@@ -42,26 +41,15 @@ class SshBackend:
     name = "ssh"
 
     def __init__(self) -> None:
-        self.pool = SshPool()
+        self.pool = SshPool(AGENT_SOURCE)
         self._checked: dict[str, dict[str, Any]] = {}  # node -> the agent's `check` answer
         self._last_poll: dict[str, tuple[float, NodeView]] = {}
 
     # ---- the helper on the node ---------------------------------------------------------------
 
     def agent(self, node: NodeRecord, action: str, payload: dict[str, Any], timeout: float = 120.0) -> Any:
-        target = target_of(node)
-        python = node.handle.get("python") or "python3"
-        encoded = base64.b64encode(json.dumps(payload).encode()).decode()
-        command = f"{shlex.quote(python)} -c {shlex.quote(AGENT_SOURCE)} {action} {encoded}"
-        status, out, err = self.pool.run(target, command, timeout=timeout)
-        if status == 127 or (status != 0 and "not found" in err and not out.strip()):
-            raise SshError(f"{target.label()}: {python} not found there; ops runs a small stdlib helper on each "
-                           f"ssh node (set nodes.{node.name}.ssh.python to a Python 3.8 or newer)")
-        lines = out.strip().splitlines()
-        if status != 0 or not lines:
-            detail = err.strip().splitlines()[-1] if err.strip() else f"exit status {status}"
-            raise SshError(f"{target.label()}: the ops helper failed ({action}): {detail}")
-        return json.loads(lines[-1])
+        session = self.pool.agent(target_of(node), node.handle.get("python") or "python3")
+        return session.request(action, payload, timeout)
 
     # ---- the Backend protocol -------------------------------------------------------------------
 

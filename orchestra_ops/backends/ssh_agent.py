@@ -1,7 +1,7 @@
-"""The helper the ssh backend runs on a node: `PYTHON -c SOURCE ACTION BASE64-JSON` -> JSON on stdout.
+"""The helper the ssh backend runs on a node: `PYTHON -c SOURCE serve`, one JSON request per line.
 
-Standard library only (a GPU node has python3, not necessarily orchestra-ops), one ssh round trip per
-call. Actions:
+Standard library only (a GPU node has python3, not necessarily orchestra-ops). It stays up for as
+long as the backend's ssh connection, so a request costs no new remote shell. Actions:
 
     check   commands on PATH, ports free, tmux present, session absent, the hard open-file limit
     launch  append a header to each log, start each process in a tmux window, read its pid
@@ -282,11 +282,19 @@ def tail(req: dict[str, Any]) -> dict[str, Any]:
 ACTIONS = {"check": check, "launch": launch, "poll": poll, "stop": stop, "tail": tail}
 
 
-def main(argv: list[str]) -> int:
-    action, payload = argv[1], json.loads(base64.b64decode(argv[2]))
-    sys.stdout.write(json.dumps(ACTIONS[action](payload)) + "\n")
+def serve() -> int:
+    """Answer one JSON request per stdin line until stdin closes (the ssh backend's session)."""
+    for line in sys.stdin:
+        reply: dict[str, Any]
+        try:
+            request = json.loads(line)
+            reply = {"result": ACTIONS[request["action"]](request["payload"]), "error": None}
+        except Exception as exc:  # the caller gets the reason instead of a dead session
+            reply = {"result": None, "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(serve())

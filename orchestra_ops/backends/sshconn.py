@@ -9,6 +9,7 @@ Unset user/port/identity come from ~/.ssh/config as for `ssh`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -21,7 +22,6 @@ from typing import Any
 
 import paramiko
 from fabric import Connection
-from invoke.exceptions import CommandTimedOut
 
 from orchestra_ops.errors import LaunchError
 
@@ -82,11 +82,66 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         log.info("added the host key of %s to %s", hostname, self.known_hosts)
 
 
-class SshPool:
-    """One open connection per target (threads share it: paramiko multiplexes channels)."""
+class AgentSession:
+    """A helper process on the node (`PYTHON -c SOURCE serve`) answering one JSON line per request.
 
-    def __init__(self) -> None:
+    Starting it costs one remote shell (the user's ~/.bashrc runs for every ssh command, which can
+    take half a second); every request after that is one line each way on the open channel.
+    """
+
+    def __init__(self, target: SshTarget, channel: paramiko.Channel, python: str) -> None:
+        self.target = target
+        self.python = python
+        self.channel = channel
+        self.reader = channel.makefile("rb")
+        self.errors = channel.makefile_stderr("rb")
+        self.lock = threading.Lock()
+
+    def request(self, action: str, payload: dict[str, Any], timeout: float) -> Any:
+        line = json.dumps({"action": action, "payload": payload}).encode() + b"\n"
+        with self.lock:
+            try:
+                self.channel.settimeout(timeout)
+                self.channel.sendall(line)
+                answer = self.reader.readline()
+            except TimeoutError:
+                raise SshError(f"{self.target.label()}: the ops helper did not answer {action} in "
+                               f"{timeout:.0f} s") from None
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise SshError(f"{self.target.label()}: the ssh connection failed: {exc}") from None
+        if not answer:
+            raise self._ended()
+        reply = json.loads(answer)
+        if reply.get("error"):
+            raise SshError(f"{self.target.label()}: the ops helper failed ({action}): {reply['error']}")
+        return reply["result"]
+
+    def _ended(self) -> SshError:
+        status = self.channel.recv_exit_status() if self.channel.exit_status_ready() else None
+        try:
+            self.channel.settimeout(2.0)
+            err = self.errors.read().decode("utf-8", errors="replace").strip()
+        except (OSError, paramiko.SSHException):
+            err = ""
+        if status == 127 or "not found" in err:
+            return SshError(f"{self.target.label()}: {self.python} not found there; ops runs a small stdlib "
+                            f"helper on each ssh node (set nodes.{self.target.node}.ssh.python to a Python 3.8 "
+                            "or newer)")
+        detail = err.splitlines()[-1] if err else f"exit status {status}"
+        return SshError(f"{self.target.label()}: the ops helper stopped: {detail}")
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class SshPool:
+    """One open connection per target (threads share it: paramiko multiplexes channels), one helper
+    session per target."""
+
+    def __init__(self, agent_source: str) -> None:
+        self.agent_source = agent_source
         self._connections: dict[SshTarget, Connection] = {}
+        self._agents: dict[tuple[SshTarget, str], AgentSession] = {}
         self._lock = threading.Lock()
 
     def connection(self, target: SshTarget) -> Connection:
@@ -98,24 +153,34 @@ class SshPool:
             self._connections[target] = conn
             return conn
 
-    def run(self, target: SshTarget, command: str, timeout: float = 120.0) -> tuple[int, str, str]:
-        """Run a shell command on the node: (exit status, stdout, stderr); raises SshError when unreachable."""
-        conn = self.connection(target)
+    def agent(self, target: SshTarget, python: str) -> AgentSession:
+        """The helper session on the target (started on first use)."""
+        key = (target, python)
+        session = self._agents.get(key)
+        if session is not None and not session.channel.closed and not session.channel.exit_status_ready():
+            return session
+        channel = self._channel(target)
         try:
-            result = conn.run(command, hide=True, warn=True, in_stream=False, timeout=timeout)
-        except CommandTimedOut:
-            raise SshError(f"{target.label(conn)}: a command did not finish in {timeout:.0f} s") from None
+            channel.exec_command(f"{shlex.quote(python)} -c {shlex.quote(self.agent_source)} serve")
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise SshError(f"{target.label()}: cannot start the ops helper: {exc}") from None
+        session = AgentSession(target, channel, python)
+        self._agents[key] = session
+        return session
+
+    def _channel(self, target: SshTarget) -> paramiko.Channel:
+        conn = self.connection(target)
+        transport = conn.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise SshError(f"{target.label(conn)}: the ssh connection is closed")
+        try:
+            return transport.open_session()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise SshError(f"{target.label(conn)}: the ssh connection failed: {exc}") from None
-        return result.exited, result.stdout, result.stderr
 
     def stream(self, target: SshTarget, command: str) -> Iterator[str]:
         """The lines a long-running command prints (e.g. `tail -F`), until the caller stops iterating."""
-        conn = self.connection(target)
-        transport = conn.client.get_transport()
-        if transport is None:
-            raise SshError(f"{target.label(conn)}: the ssh connection is closed")
-        channel = transport.open_session()
+        channel = self._channel(target)
         try:
             channel.exec_command(command)
             partial = b""
@@ -131,6 +196,9 @@ class SshPool:
 
     def close(self) -> None:
         with self._lock:
+            for session in self._agents.values():
+                session.close()
+            self._agents.clear()
             for conn in self._connections.values():
                 conn.close()
             self._connections.clear()

@@ -40,4 +40,4 @@ def down(topology: str | None, timeout: float) -> None:
     checked += ["tmux session"] if {"tmux", "ssh"} & set(result.backends) else []
     checked += ["slurm job"] if "slurm" in result.backends else []
     console.print(f"{result.name}: {prefix}{summary}; verified: no {', '.join(checked[:-1])} or {checked[-1]} left",
-                  highlight=False)
+                  highlight=False, markup=False)

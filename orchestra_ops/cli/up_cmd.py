@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.errors import Interrupted
@@ -37,10 +38,10 @@ class _ProgressLine:
         if progress.nodes:  # nodes without a host yet: a slurm job's state and pending reason
             text += f" [{'; '.join(progress.nodes)}]"
         if self.status is not None:
-            self.status.update(f"{text} ({progress.elapsed_s:.0f} s)")
+            self.status.update(escape(f"{text} ({progress.elapsed_s:.0f} s)"))
         elif self.last != (progress.ready, text):
             self.last = (progress.ready, text)
-            self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False)
+            self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False, markup=False)
 
 
 @click.command()
@@ -63,7 +64,8 @@ def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool,
     try:
         with _ProgressLine() as progress:
             result = fleet_up(topology, options, on_progress=progress,
-                              on_warning=lambda message: console.print(f"warning: {message}", highlight=False))
+                              on_warning=lambda message: console.print(f"warning: {message}", highlight=False,
+                                                                       markup=False))
     except KeyboardInterrupt:
         raise Interrupted("interrupted; whatever was launched is left running (`ops status`, `ops down`)") from None
     state = result.state
