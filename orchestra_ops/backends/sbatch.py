@@ -6,7 +6,8 @@ the job log), then starts every replica in the background: each with its environ
 `CUDA_VISIBLE_DEVICES` taken from the devices slurm gave the job (the plan's index i is the i-th
 of them), its output appended line-buffered to its own log. Each replica's exit is written to the
 job log as `ops-job: exited NAME status=N`, which is how `ops` learns, without ssh, that a replica
-died. The job ends when every replica has exited (or at scancel).
+died. The job ends when every replica has exited; at scancel it waits until they have (so a job
+that is gone left no process behind, even where slurm tracks processes by parentage only).
 """
 
 from __future__ import annotations
@@ -53,12 +54,27 @@ ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
       exit 127
     fi
     echo "ops-job: started $name with CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
-    $ops_stdbuf "$@" >> "$log" 2>&1
-    status=$?
+    $ops_stdbuf "$@" >> "$log" 2>&1 &
+    pid=$!
+    trap 'kill -TERM $pid 2>/dev/null' TERM  # scancel: pass it on, then wait for the server to finish
+    while :; do
+      wait $pid
+      status=$?
+      kill -0 $pid 2>/dev/null || break
+    done
     echo "ops-job: exited $name status=$status"
     exit $status
   ) &
 }
+""".strip("\n")
+
+
+# The job ends when every process has: at scancel each one gets SIGTERM from slurm, and the job
+# (so `ops down`) waits until they have all exited (slurm sends SIGKILL after its KillWait).
+EPILOGUE = r"""
+trap 'kill -TERM $(jobs -p) 2>/dev/null' TERM
+while [ -n "$(jobs -pr)" ]; do wait; done
+echo "ops-job: every process exited"
 """.strip("\n")
 
 
@@ -123,7 +139,7 @@ def render_sbatch(job: SbatchJob) -> str:
         gpus = " ".join(str(gpu) for gpu in replica.gpus)
         lines.append(" ".join(["ops_start", shlex.quote(replica.name), shlex.quote(replica.log), shlex.quote(gpus),
                                *assignments, "--", shlex.join(replica.argv)]))
-    lines += ["", "wait", 'echo "ops-job: every process exited"', ""]
+    lines += ["", *EPILOGUE.splitlines(), ""]
     return "\n".join(lines)
 
 

@@ -137,22 +137,24 @@ class SlurmBackend(LocalLogs):
              log_offsets: Mapping[str, int] | None = None) -> NodeView:
         before = len(self._job_logs.get(node.name, (0, []))[1])
         events = self.job_events(node)
-        info = self.job(node, fresh=len(events) > before and any("*** JOB" in e for e in events[before:]))
+        info = self.job(node, fresh=len(events) > before)  # the job log moved on: ask slurm now
         if info is None:
             return NodeView(node=node, processes={r.name: ProcessView(alive=False) for r in records})
         exits = dict(filter(None, (parse_exit(line) for line in events)))
         ended = next((m for m in map(JOB_END_LINE.search, events) if m), None)
-        started = info.running or bool(exits) or (not info.waiting and bool(info.nodes))
-        if info.running and info.nodes and node.host != info.nodes:
+        began = any(line.startswith("ops-job: job ") for line in events)  # the script runs (squeue may lag)
+        running = info.running or (began and info.active)
+        started = running or bool(exits) or (not info.waiting and bool(info.nodes))
+        if running and info.nodes and node.host != info.nodes:
             node = replace(node, host=info.nodes)
         node = replace(node, handle={**node.handle, "state": info.state, "reason": info.reason})
-        uptime = time.time() - info.start_time if info.running and info.start_time else None
+        uptime = time.time() - info.start_time if running and info.start_time else None
         views = {}
         for record in records:
             data, end = b"", None
             if log_offsets is not None and started:
                 data, end = read_new(record.log, log_offsets.get(record.name, record.log_offset))
-            alive = info.running and record.name not in exits and ended is None
+            alive = running and record.name not in exits and ended is None
             views[record.name] = ProcessView(alive=alive, started=started, exit_code=exits.get(record.name),
                                              uptime_s=uptime if alive else None, log=data, log_end=end)
         failure = None
