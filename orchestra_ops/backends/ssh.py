@@ -68,7 +68,6 @@ class SshBackend:
 
     def preflight(self, group: NodeGroup, ctx: LaunchContext) -> list[str]:
         node = self.node_record(group, ctx)
-        label = target_of(node).label()
         try:
             answer = self.agent(node, "check", {
                 "commands": sorted({spec.argv[0] for spec in group.specs} | {"tmux"}),
@@ -77,6 +76,7 @@ class SshBackend:
         except SshError as exc:
             return [str(exc)]
         self._checked[group.name] = answer
+        label = self.pool.label(target_of(node))
         problems = []
         for command in answer["missing"]:
             users = [spec.name for spec in group.specs if spec.argv[0] == command]
@@ -112,7 +112,7 @@ class SshBackend:
         records = [_record(by_name[item["name"]], group.name, logs[item["name"]], item) for item in answer["started"]]
         if answer["error"]:
             self.stop(node, records, timeout=5)
-            raise LaunchError(f"{target_of(node).label()}: {answer['error']}")
+            raise LaunchError(f"{self.pool.label(target_of(node))}: {answer['error']}")
         return Launched(node, records)
 
     def poll(self, node: NodeRecord, records: Sequence[ProcessRecord],
@@ -142,7 +142,7 @@ class SshBackend:
 
     def stop(self, node: NodeRecord, records: Sequence[ProcessRecord], timeout: float) -> StopReport:
         report = StopReport()
-        label = target_of(node).label()
+        label = self.pool.label(target_of(node))
         payload = {"procs": [{"name": r.name, "pid": r.pid, "start_ticks": r.handle.get("start_ticks")}
                              for r in records if r.pid is not None],
                    "socket": node.handle.get("socket"), "session": node.handle.get("session"),
@@ -165,7 +165,7 @@ class SshBackend:
         answer = self.agent(node, "tail", {"log": record.log, "offset": record.log_offset, "lines": lines,
                                            "settle": settle})
         if answer["lines"] is None:
-            raise SshError(f"{target_of(node).label()}: {record.log}: no such log file there")
+            raise SshError(f"{self.pool.label(target_of(node))}: {record.log}: no such log file there")
         return list(answer["lines"])
 
     def follow(self, node: NodeRecord, record: ProcessRecord) -> Iterator[str]:

@@ -89,8 +89,9 @@ class AgentSession:
     take half a second); every request after that is one line each way on the open channel.
     """
 
-    def __init__(self, target: SshTarget, channel: paramiko.Channel, python: str) -> None:
+    def __init__(self, target: SshTarget, channel: paramiko.Channel, python: str, label: str) -> None:
         self.target = target
+        self.label = label
         self.python = python
         self.channel = channel
         self.reader = channel.makefile("rb")
@@ -105,15 +106,15 @@ class AgentSession:
                 self.channel.sendall(line)
                 answer = self.reader.readline()
             except TimeoutError:
-                raise SshError(f"{self.target.label()}: the ops helper did not answer {action} in "
+                raise SshError(f"{self.label}: the ops helper did not answer {action} in "
                                f"{timeout:.0f} s") from None
             except (paramiko.SSHException, OSError, EOFError) as exc:
-                raise SshError(f"{self.target.label()}: the ssh connection failed: {exc}") from None
+                raise SshError(f"{self.label}: the ssh connection failed: {exc}") from None
         if not answer:
             raise self._ended()
         reply = json.loads(answer)
         if reply.get("error"):
-            raise SshError(f"{self.target.label()}: the ops helper failed ({action}): {reply['error']}")
+            raise SshError(f"{self.label}: the ops helper failed ({action}): {reply['error']}")
         return reply["result"]
 
     def _ended(self) -> SshError:
@@ -124,11 +125,11 @@ class AgentSession:
         except (OSError, paramiko.SSHException):
             err = ""
         if status == 127 or "not found" in err:
-            return SshError(f"{self.target.label()}: {self.python} not found there; ops runs a small stdlib "
+            return SshError(f"{self.label}: {self.python} not found there; ops runs a small stdlib "
                             f"helper on each ssh node (set nodes.{self.target.node}.ssh.python to a Python 3.8 "
                             "or newer)")
         detail = err.splitlines()[-1] if err else f"exit status {status}"
-        return SshError(f"{self.target.label()}: the ops helper stopped: {detail}")
+        return SshError(f"{self.label}: the ops helper stopped: {detail}")
 
     def close(self) -> None:
         self.channel.close()
@@ -153,6 +154,10 @@ class SshPool:
             self._connections[target] = conn
             return conn
 
+    def label(self, target: SshTarget) -> str:
+        """`node far (me@gpu-box:22)`, with the user and port ~/.ssh/config resolved once connected."""
+        return target.label(self._connections.get(target))
+
     def agent(self, target: SshTarget, python: str) -> AgentSession:
         """The helper session on the target (started on first use)."""
         key = (target, python)
@@ -164,7 +169,7 @@ class SshPool:
             channel.exec_command(f"{shlex.quote(python)} -c {shlex.quote(self.agent_source)} serve")
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise SshError(f"{target.label()}: cannot start the ops helper: {exc}") from None
-        session = AgentSession(target, channel, python)
+        session = AgentSession(target, channel, python, self.label(target))
         self._agents[key] = session
         return session
 
