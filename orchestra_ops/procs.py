@@ -59,8 +59,15 @@ def group_members(pgid: int, sid: int | None, not_before: float) -> list[psutil.
     """Live processes in process group `pgid` (and session `sid`) started at or after `not_before`.
 
     Finds what a group leader left behind after it died (vLLM engine-core children holding GPUs).
-    The start-time and session guards keep a recycled pgid from pulling in strangers.
+    The start-time and session guards keep a recycled pgid from pulling in strangers: the kernel does
+    not reuse a pid while it is a live group's id, so a live process with pid `pgid` that started at
+    another time than `not_before` (the leader's start) means our group is gone and this one is not ours.
     """
+    try:
+        if abs(psutil.Process(pgid).create_time() - not_before) > START_TIME_TOLERANCE_S:
+            return []
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
     members = []
     for proc in psutil.process_iter(["pid", "create_time"]):
         try:

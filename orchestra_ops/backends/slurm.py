@@ -96,10 +96,10 @@ class SlurmBackend(LocalLogs):
             raise LaunchError(f"node {group.name} (slurm): {exc} (asked for: {_asked(settings)}; script "
                               f"{script})") from None
         log.info("node %s: submitted slurm job %s", group.name, job_id)
+        self.watch(job_id)
         node = NodeRecord(name=group.name, backend=self.name, host=None,
                           handle={"job_id": job_id, "job_log": str(job_log), "job_log_offset": job_offset,
                                   "script": str(script), "bind": group.specs[0].bind_host if group.specs else ""})
-        self._next_query = 0.0
         return Launched(node, records)
 
     # ---- state ----------------------------------------------------------------------------------
@@ -109,15 +109,21 @@ class SlurmBackend(LocalLogs):
         job_id = node.handle.get("job_id")
         if not job_id:
             return None
-        if job_id not in self._jobs:
+        if job_id not in self._jobs:  # a job this backend did not submit: ask about it now
             fresh = True
-            self._jobs[job_id] = JobInfo(job_id, "PENDING")
+            self.watch(job_id)
         now = time.monotonic()
-        if fresh or now >= self._next_query:
+        scheduled = now >= self._next_query
+        if fresh or scheduled:
             self._jobs.update(self.cli.jobs(list(self._jobs)))
+        if scheduled:
             self._next_query = now + self._interval
             self._interval = min(POLL_MAX_S, self._interval * POLL_GROWTH)
         return self._jobs[job_id]
+
+    def watch(self, job_id: str) -> None:
+        """Include this job in every squeue call from now on (one call covers all of them)."""
+        self._jobs.setdefault(job_id, JobInfo(job_id, "PENDING"))
 
     def job_events(self, node: NodeRecord) -> list[str]:
         """The `ops-job:` and slurmstepd lines of this run's job log (read incrementally)."""

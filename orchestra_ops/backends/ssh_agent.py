@@ -59,8 +59,10 @@ def family(pid: int, ticks: int) -> set[int]:
         info = stat(other)
         if info is not None and info[0] not in "ZX":
             table[other] = info
+    if pid in table and table[pid][4] != ticks:
+        return set()  # the pid (so the group id, which the kernel never reuses while in use) is someone else's
     found = set()
-    if pid in table and table[pid][4] == ticks:
+    if pid in table:
         found.add(pid)
     for other, info in table.items():  # the group and session the pid leads, started after it
         if info[2] == pid and info[3] == pid and info[4] >= ticks:
@@ -181,8 +183,9 @@ def launch(req: dict[str, Any]) -> dict[str, Any]:
 def poll(req: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for proc in req["procs"]:
+        info = stat(proc["pid"])
         is_alive = alive(proc["pid"], proc["start_ticks"])
-        entry: dict[str, Any] = {"alive": is_alive, "uptime_s": uptime_s(proc["start_ticks"]) if is_alive else None}
+        entry: dict[str, Any] = {"alive": is_alive, "uptime_s": uptime_s(info[4]) if is_alive and info else None}
         if proc.get("offset") is not None:
             data = b""
             with contextlib.suppress(OSError), open(proc["log"], "rb") as handle:

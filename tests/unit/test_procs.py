@@ -137,3 +137,11 @@ def test_terminate_counts_a_process_that_died_before_the_wait(started: list[subp
     result = procs.terminate([psutil.Process(ours.pid)], [], timeout=5)
     assert [p.pid for p in result.terminated] == [ours.pid]
     assert result.killed == [] and result.survivors == []
+
+
+def test_a_recycled_group_id_pulls_in_nobody(started: list[subprocess.Popen[str]]) -> None:
+    """A live session leader whose pid is a recorded pgid, but started at another time, is someone else."""
+    stranger = _spawn(started, "import time; time.sleep(600)")
+    created = procs.start_time(stranger.pid)
+    assert {p.pid for p in procs.group_members(stranger.pid, stranger.pid, created)} == {stranger.pid}
+    assert procs.group_members(stranger.pid, stranger.pid, created - 30) == []
