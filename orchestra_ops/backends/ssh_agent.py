@@ -155,29 +155,39 @@ def _hard_nofile() -> int | None:
 
 
 def launch(req: dict[str, Any]) -> dict[str, Any]:
+    """Every window in one tmux invocation (commands separated by ';'), each printing `WINDOW PID`."""
     socket_name, session, workdir = req.get("socket"), req["session"], req["workdir"]
-    started: list[dict[str, Any]] = []
+    offsets = {}
     for window in req["windows"]:
-        log = window["log"]
-        os.makedirs(os.path.dirname(log), exist_ok=True)
-        with open(log, "ab", buffering=0) as handle:
-            offset = handle.tell()
+        os.makedirs(os.path.dirname(window["log"]), exist_ok=True)
+        with open(window["log"], "ab", buffering=0) as handle:
+            offsets[window["name"]] = handle.tell()
             handle.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} ops up: {window['header']}\n".encode())
-        fmt = "#{window_id} #{pane_pid}"
-        if has_session(socket_name, session):
-            args = ["new-window", "-d", "-P", "-F", fmt, "-t", f"={session}:", "-n", window["name"], "-c", workdir]
+    fmt = "#{window_id} #{pane_pid}"
+    args: list[str] = []
+    exists = has_session(socket_name, session)
+    for window in req["windows"]:
+        if args:
+            args.append(";")
+        if exists:
+            args += ["new-window", "-d", "-P", "-F", fmt, "-t", f"={session}:", "-n", window["name"], "-c", workdir]
         else:
-            args = ["new-session", "-d", "-P", "-F", fmt, "-s", session, "-n", window["name"], "-c", workdir,
-                    "-x", "200", "-y", "50"]
-        result = tmux(socket_name, *args, "--", "bash", "-c", window["script"])
-        if result.returncode != 0:
-            return {"started": started, "error": f"tmux {args[0]} failed for {window['name']}: "
-                                                  f"{result.stderr.strip() or result.returncode}"}
-        window_id, pid = result.stdout.split()
+            args += ["new-session", "-d", "-P", "-F", fmt, "-s", session, "-n", window["name"], "-c", workdir,
+                     "-x", "200", "-y", "50"]
+            exists = True
+        args += ["--", "bash", "--norc", "-c", window["script"]]
+    result = tmux(socket_name, *args) if args else subprocess.CompletedProcess([], 0, "", "")
+    started: list[dict[str, Any]] = []
+    for window, line in zip(req["windows"], result.stdout.splitlines(), strict=False):
+        window_id, pid = line.split()
         info = stat(int(pid))
-        started.append({"name": window["name"], "window": window_id, "pid": int(pid), "offset": offset,
-                        "start_ticks": info[4] if info else -1})
-    return {"started": started, "error": None}
+        started.append({"name": window["name"], "window": window_id, "pid": int(pid),
+                        "offset": offsets[window["name"]], "start_ticks": info[4] if info else -1})
+    error = None
+    if result.returncode != 0 or len(started) < len(req["windows"]):
+        failed = req["windows"][len(started)]["name"]
+        error = f"tmux could not start {failed}: {result.stderr.strip() or f'exit status {result.returncode}'}"
+    return {"started": started, "error": error}
 
 
 def poll(req: dict[str, Any]) -> dict[str, Any]:

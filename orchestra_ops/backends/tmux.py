@@ -1,7 +1,9 @@
 """The tmux backend: one tmux session per node, one window per process (libtmux).
 
-Each window runs `bash -c SCRIPT` given to tmux as separate arguments, so tmux executes it without
-a shell of its own and the pane's pid is bash's; the script exports the plan's environment, sends
+Each window runs `bash --norc -c SCRIPT` given to tmux as separate arguments, so tmux executes it
+without a shell of its own and the pane's pid is bash's (`--norc`: bash would otherwise source
+~/.bashrc whenever SSH_CLIENT is in the environment, as it is on an ssh node; the environment comes
+from the tmux server instead, and PATH from the script); the script exports the plan's environment, sends
 its output through `tee -a LOG` (line-buffered, ignoring SIGTERM/SIGHUP so the last lines reach the
 file while the server shuts down), raises `ulimit -n` (capped at the hard limit, with a line in the
 log) and then `exec`s the server: the pane pid is the server's pid and its process group the
@@ -115,7 +117,7 @@ class TmuxBackend(LocalLogs):
         offset = open_log(log_file, spec.reproduce)
         script = window_script(line_buffered(argv), spec.env, str(log_file), ctx.nofile, os.environ.get("PATH"))
         fmt = "#{window_id} #{pane_pid}"
-        command = ["bash", "-c", script]
+        command = ["bash", "--norc", "-c", script]  # no ~/.bashrc (bash reads it when SSH_CLIENT is set)
         if self.has_session(socket, session):
             out = self.tmux(socket, "new-window", "-d", "-P", "-F", fmt, "-t", f"={session}:",
                             "-n", spec.name, "-c", str(ctx.cwd), "--", *command)
