@@ -10,12 +10,14 @@ The calls are counted from outside, by wrappers first on PATH. Never asserts; re
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,23 @@ def _topology(directory: Path, name: str, node: dict[str, Any], gpus_per_replica
 def _calls(count_file: Path) -> dict[str, int]:
     names = count_file.read_text().split() if count_file.exists() else []
     return {name: names.count(name) for name in ("squeue", "scontrol", "sbatch", "scancel")}
+
+
+def _queue_wait(cluster: DevCluster, state_file: Path) -> float | None:
+    """Seconds slurmctld took from accepting the job to allocating its node (from its log, ms precision)."""
+    try:
+        job = json.loads(state_file.read_text())["nodes"][0]["handle"]["job_id"]
+        log = (cluster.root / "slurm" / "log" / "slurmctld.log").read_text()
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+    stamps = {}
+    for kind, pattern in (("submit", f"_slurm_rpc_submit_batch_job: JobId={job} "),
+                          ("allocate", f"sched: Allocate JobId={job} ")):
+        match = re.search(r"^\[([0-9T:.-]+)\] " + re.escape(pattern), log, re.M)
+        if match is None:
+            return None
+        stamps[kind] = datetime.fromisoformat(match.group(1)).timestamp()
+    return stamps["allocate"] - stamps["submit"]
 
 
 def _bring_up(directory: Path, env: dict[str, str], topology: Path, count_file: Path
@@ -106,6 +125,7 @@ def main() -> int:
             local = _bring_up(directory, env, _topology(directory, "bench-local", {"host": "localhost"}), count_file)
             slurm_node = {"slurm": {"partition": PARTITION, "gpus": 0, "time": "0:10:00"}, "bind": cluster.node_address}
             slurm = _bring_up(directory, env, _topology(directory, "bench-slurm", slurm_node), count_file)
+            queued = _queue_wait(cluster, directory / "ops-home" / "bench-slurm" / "state.json")
             ssh_node = {"host": cluster.ssh_address, "bind": cluster.ssh_address,
                         "ssh": {"port": cluster.ssh_port, "identity_file": str(cluster.identity_file),
                                 "known_hosts": str(cluster.known_hosts), "tmux_socket": "ops-bench"}}
@@ -122,6 +142,10 @@ def main() -> int:
             continue
         rows.append((f"ops up, {REPLICAS} replicas, {label}", f"{elapsed:.2f} s",
                      f"{elapsed / STARTUP_DELAY_S:.2f}x", "-" if waited is None else f"{waited:.2f} s"))
+    if slurm[0] is not None and queued is not None:
+        mine = slurm[0] - queued
+        rows.insert(2, ("  the same without slurm's own queue time", f"{mine:.2f} s", f"{mine / STARTUP_DELAY_S:.2f}x",
+                        f"(slurmctld took {queued:.2f} s from submit to allocation)"))
     rows.append(("slowest replica by itself (startup delay)", f"{STARTUP_DELAY_S:.2f} s", "1.00x", ""))
     width = max(len(row[0]) for row in rows)
     print(f"{'':<{width}}  {'to READY':>9}  {'ratio':>6}  waiting (as ops reports it)")

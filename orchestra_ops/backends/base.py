@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from orchestra_ops.nodes import Node
 from orchestra_ops.plan import ProcessSpec
 from orchestra_ops.state import NodeRecord, ProcessRecord
-from orchestra_ops.topology import Node
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestra_ops.topology import SlurmSettings
+from orchestra_ops.nodes import SlurmSettings
 
 EXIT_PREFIX = "ops-job: exited "
 NOT_FOUND_STATUS = 127

@@ -29,9 +29,9 @@ from orchestra_ops.backends.sbatch import Replica, SbatchJob, parse_exit, render
 from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.errors import LaunchError
 from orchestra_ops.logtail import tail
+from orchestra_ops.nodes import SlurmSettings
 from orchestra_ops.paths import topology_dir
 from orchestra_ops.state import NodeRecord, ProcessRecord
-from orchestra_ops.topology import SlurmSettings
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,8 @@ class SlurmBackend(LocalLogs):
              log_offsets: Mapping[str, int] | None = None) -> NodeView:
         before = len(self._job_logs.get(node.name, (0, []))[1])
         events = self.job_events(node)
-        info = self.job(node, fresh=len(events) > before)  # the job log moved on: ask slurm now
+        news = events[before:]  # the job began or slurm ended it: ask slurm now rather than at the next backoff
+        info = self.job(node, fresh=any(e.startswith("ops-job: job ") or "*** JOB" in e for e in news))
         if info is None:
             return NodeView(node=node, processes={r.name: ProcessView(alive=False) for r in records})
         exits = dict(filter(None, (parse_exit(line) for line in events)))

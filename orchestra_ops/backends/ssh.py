@@ -25,9 +25,9 @@ from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, Node
 from orchestra_ops.backends.sshconn import SshError, SshPool, SshTarget
 from orchestra_ops.backends.tmux import session_name, window_script
 from orchestra_ops.errors import LaunchError
+from orchestra_ops.nodes import SshSettings
 from orchestra_ops.plan import ProcessSpec
 from orchestra_ops.state import NodeRecord, ProcessRecord
-from orchestra_ops.topology import SshSettings
 
 POLL_S = 0.5  # at most one liveness/log round trip per node this often while waiting
 AGENT_SOURCE = Path(ssh_agent.__file__).read_text(encoding="utf-8")
