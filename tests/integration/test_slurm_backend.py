@@ -183,3 +183,28 @@ def test_status_after_down_still_reads(harness: ClusterHarness) -> None:
     assert data["status"] == "down"
     assert [(p["alive"], p["state"]) for p in data["processes"]] == [(False, "exited (status 0)")]  # at SIGTERM
     assert data["nodes"][0]["state"].endswith("CANCELLED")
+
+
+def test_no_wait_then_health_writes_the_endpoints_once_the_job_runs(harness: ClusterHarness) -> None:
+    h, node = harness, harness.cluster.node
+    topo = h.topology("later", {"gpu": h.slurm_node(gpus=1)}, {"m": h.sim("gpu", replicas=1, gpus_per_replica=1)})
+    result = h.ops("up", str(topo), "--no-wait")
+    assert result.returncode == 0, result.stderr
+    endpoints_file = h.home / "later" / "model_config.json"
+    if result.stdout.strip():  # the job may already run when `ops up` looks once before returning
+        assert result.stdout.strip() == str(endpoints_file)
+    else:
+        assert "warning: no endpoints file yet: nodes gpu have no host until their slurm jobs run" in result.stderr
+        assert not endpoints_file.exists()
+    deadline = time.monotonic() + 120
+    ready = False
+    while time.monotonic() < deadline and not ready:
+        health = h.ops("health", "later", "--json")
+        ready = health.returncode == 0
+        time.sleep(0.5)
+    assert ready
+    port = h.state("later")["processes"][0]["port"]
+    assert json.loads(endpoints_file.read_text()) == {h.state("later")["processes"][0]["endpoint_key"]: [
+        {"ip_addr": node, "port": port}]}
+    assert h.state("later")["endpoints_file"] == str(endpoints_file)
+    assert h.ops("down").returncode == 0

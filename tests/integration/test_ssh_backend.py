@@ -149,3 +149,20 @@ def test_a_missing_command_on_the_node_is_refused_before_anything_starts(harness
     assert (f"@{h.cluster.ssh_address}:{h.cluster.ssh_port}): command not found there: vllm-not-installed-here "
             "(for big/0); PATH there is") in result.stderr
     assert not (h.home / "novllm" / "state.json").exists()
+
+
+def test_through_a_jump_host(harness: ClusterHarness) -> None:
+    """ProxyJump: the node is reached through another sshd (here the same one, as a bastion)."""
+    h = harness
+    jump = f"{getpass.getuser()}@{h.cluster.ssh_address}:{h.cluster.ssh_port}"
+    topo = h.topology("jump", {"far": h.ssh_node(jump=jump)}, {"m": h.sim("far", replicas=1)})
+    sshd_log = h.cluster.root / "sshd.out"
+    before = len(sshd_log.read_text().splitlines())
+    result = h.ops("up", str(topo))
+    assert result.returncode == 0, result.stderr
+    seen = sshd_log.read_text().splitlines()[before:]
+    # two logins (the jump host, then the node through it), one session (the helper, on the node)
+    assert sum("Accepted publickey" in line for line in seen) == 2
+    assert sum("Starting session" in line for line in seen) == 1
+    assert h.state("jump")["nodes"][0]["handle"]["jump"] == jump
+    assert h.ops("down").returncode == 0
