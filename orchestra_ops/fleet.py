@@ -282,6 +282,6 @@ def down(name: str | None = None, timeout_s: float = 15.0) -> DownResult | None:
     state = read_state(resolved)
     with Backends() as backends:
         report = stop_fleet(state, backends, timeout_s)
-    if state.status == "up":
+    if state.status == "up" and not report.errors:  # a node we could not reach: still up, `ops down` again
         write_state(state.with_status("down", stopped_at=time.time()))
     return DownResult(name=state.name, was_up=state.status == "up", report=report, backends=state.backends)

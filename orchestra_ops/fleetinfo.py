@@ -100,8 +100,8 @@ def health(name: str | None = None, *, timeout_s: float = DEFAULT_PROBE_TIMEOUT_
         view = views.get(record.node)
         process = view.processes.get(record.name) if view is not None else None
         unreachable = view is not None and view.state == "unreachable"
-        waiting = view.state if view is not None and (record.host is None or view.waiting(record.name)) else None
-        alive = unreachable or (process is not None and process.alive)
+        waiting = view.state if view is not None and view.waiting(record.name) else None
+        alive = unreachable or (process is not None and process.alive and record.host is not None)
         targets.append(target_of(record, alive=alive, waiting=waiting))
     probes = asyncio.run(probe_all(targets, timeout=timeout_s))
     return HealthReport(topology=state.name, probes=probes,

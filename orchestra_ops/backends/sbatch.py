@@ -56,7 +56,7 @@ ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
     echo "ops-job: started $name with CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
     $ops_stdbuf "$@" >> "$log" 2>&1 &
     pid=$!
-    trap 'kill -TERM $pid 2>/dev/null' TERM  # scancel: pass it on, then wait for the server to finish
+    trap ':' TERM  # scancel signals every process of the job: outlive it until the server has exited
     while :; do
       wait $pid
       status=$?
@@ -69,10 +69,11 @@ ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
 """.strip("\n")
 
 
-# The job ends when every process has: at scancel each one gets SIGTERM from slurm, and the job
-# (so `ops down`) waits until they have all exited (slurm sends SIGKILL after its KillWait).
+# The job ends when every process has: at scancel slurm sends SIGTERM to every process of the job
+# (once: passing it on as well would signal each server twice), the shells stay until the servers
+# have exited, so a job that is gone left nothing behind (slurm sends SIGKILL after its KillWait).
 EPILOGUE = r"""
-trap 'kill -TERM $(jobs -p) 2>/dev/null' TERM
+trap ':' TERM
 while [ -n "$(jobs -pr)" ]; do wait; done
 echo "ops-job: every process exited"
 """.strip("\n")

@@ -151,7 +151,7 @@ class SlurmBackend(LocalLogs):
         ended = next((m for m in map(JOB_END_LINE.search, events) if m), None)
         began = any(line.startswith("ops-job: job ") for line in events)  # the script runs (squeue may lag)
         running = info.running or (began and info.active)
-        started = running or bool(exits) or (not info.waiting and bool(info.nodes))
+        started = running or bool(exits) or not info.waiting  # an ended job will not start any more
         if running and info.nodes and node.host != info.nodes:
             node = replace(node, host=info.nodes)
         node = replace(node, handle={**node.handle, "state": info.state, "reason": info.reason})

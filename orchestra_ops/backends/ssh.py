@@ -150,7 +150,8 @@ class SshBackend:
         try:
             answer = self.agent(node, "stop", payload, timeout=timeout * 2 + 60)
         except SshError as exc:
-            report.errors.append(f"{exc} (its processes may still run; `ops down` again once it is reachable)")
+            report.errors.append(f"{exc} (its processes may still run there; the fleet stays recorded as up: "
+                                 "`ops down` again once the node is reachable)")
             return report
         report.terminated += answer["terminated"]
         report.killed += answer["killed"]

@@ -166,3 +166,28 @@ def test_through_a_jump_host(harness: ClusterHarness) -> None:
     assert sum("Starting session" in line for line in seen) == 1
     assert h.state("jump")["nodes"][0]["handle"]["jump"] == jump
     assert h.ops("down").returncode == 0
+
+
+def test_down_on_an_unreachable_node_says_so_and_keeps_the_fleet_recorded(harness: ClusterHarness) -> None:
+    h = harness
+    topo = h.topology("lost", {"far": h.ssh_node()}, {"m": h.sim("far", replicas=1)})
+    assert h.ops("up", str(topo)).returncode == 0
+    state_file = h.home / "lost" / "state.json"
+    good = state_file.read_text()
+    with socket.socket() as sock:
+        sock.bind((h.cluster.ssh_address, 0))
+        closed = sock.getsockname()[1]
+    state = json.loads(good)
+    state["nodes"][0]["handle"]["port"] = closed  # as if the node's sshd were gone
+    state_file.write_text(json.dumps(state))
+    down = h.ops("down")
+    assert down.returncode == 1
+    assert f"@{h.cluster.ssh_address}:{closed}): cannot connect: connection refused" in down.stderr
+    assert "the fleet stays recorded as up" in down.stderr
+    assert h.state("lost")["status"] == "up"
+    server = psutil.Process(state["processes"][0]["pid"])
+    assert alive([server]) == [server.pid]  # nothing was stopped
+    state_file.write_text(good)  # the node is back
+    again = h.ops("down")
+    assert again.returncode == 0, again.stderr
+    assert h.state("lost")["status"] == "down" and alive([server]) == []
