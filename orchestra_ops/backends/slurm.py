@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -51,6 +52,7 @@ class SlurmBackend(LocalLogs):
         self._next_query = 0.0
         self._interval = POLL_FIRST_S
         self._job_logs: dict[str, tuple[int, list[str]]] = {}  # node -> (offset read to, ops-job lines)
+        self._lock = threading.Lock()
 
     # ---- launch ---------------------------------------------------------------------------------
 
@@ -112,14 +114,15 @@ class SlurmBackend(LocalLogs):
         if job_id not in self._jobs:  # a job this backend did not submit: ask about it now
             fresh = True
             self.watch(job_id)
-        now = time.monotonic()
-        scheduled = now >= self._next_query
-        if fresh or scheduled:
-            self._jobs.update(self.cli.jobs(list(self._jobs)))
-        if scheduled:
-            self._next_query = now + self._interval
-            self._interval = min(POLL_MAX_S, self._interval * POLL_GROWTH)
-        return self._jobs[job_id]
+        with self._lock:  # nodes are polled from threads: one squeue call answers all of them
+            now = time.monotonic()
+            scheduled = now >= self._next_query
+            if fresh or scheduled:
+                self._jobs.update(self.cli.jobs(list(self._jobs)))
+            if scheduled:
+                self._next_query = now + self._interval
+                self._interval = min(POLL_MAX_S, self._interval * POLL_GROWTH)
+            return self._jobs[job_id]
 
     def watch(self, job_id: str) -> None:
         """Include this job in every squeue call from now on (one call covers all of them)."""

@@ -144,9 +144,15 @@ class SshPool:
         self._connections: dict[SshTarget, Connection] = {}
         self._agents: dict[tuple[SshTarget, str], AgentSession] = {}
         self._lock = threading.Lock()
+        self._target_locks: dict[SshTarget, threading.RLock] = {}
+
+    def _locked(self, target: SshTarget) -> threading.RLock:
+        """One lock per target: connecting to a host that does not answer holds up no other host."""
+        with self._lock:
+            return self._target_locks.setdefault(target, threading.RLock())
 
     def connection(self, target: SshTarget) -> Connection:
-        with self._lock:
+        with self._locked(target):
             conn = self._connections.get(target)
             if conn is not None and conn.is_connected:
                 return conn
@@ -161,17 +167,18 @@ class SshPool:
     def agent(self, target: SshTarget, python: str) -> AgentSession:
         """The helper session on the target (started on first use)."""
         key = (target, python)
-        session = self._agents.get(key)
-        if session is not None and not session.channel.closed and not session.channel.exit_status_ready():
+        with self._locked(target):
+            session = self._agents.get(key)
+            if session is not None and not session.channel.closed and not session.channel.exit_status_ready():
+                return session
+            channel = self._channel(target)
+            try:
+                channel.exec_command(f"{shlex.quote(python)} -c {shlex.quote(self.agent_source)} serve")
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise SshError(f"{self.label(target)}: cannot start the ops helper: {exc}") from None
+            session = AgentSession(target, channel, python, self.label(target))
+            self._agents[key] = session
             return session
-        channel = self._channel(target)
-        try:
-            channel.exec_command(f"{shlex.quote(python)} -c {shlex.quote(self.agent_source)} serve")
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise SshError(f"{target.label()}: cannot start the ops helper: {exc}") from None
-        session = AgentSession(target, channel, python, self.label(target))
-        self._agents[key] = session
-        return session
 
     def _channel(self, target: SshTarget) -> paramiko.Channel:
         conn = self.connection(target)
