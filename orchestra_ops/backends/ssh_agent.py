@@ -52,15 +52,16 @@ def all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def family(pid: int, ticks: int) -> set[int]:
-    """The process (if still ours), its descendants, and the live members of its process group."""
+def family(pid: int, ticks: int) -> dict[int, int]:
+    """The process (if still ours), its descendants, and the live members of its process group, each with
+    its start ticks (so a pid that exits and is reused meanwhile is never signalled)."""
     table = {}
     for other in all_pids():
         info = stat(other)
         if info is not None and info[0] not in "ZX":
             table[other] = info
     if pid in table and table[pid][4] != ticks:
-        return set()  # the pid (so the group id, which the kernel never reuses while in use) is someone else's
+        return {}  # the pid (so the group id, which the kernel never reuses while in use) is someone else's
     found = set()
     if pid in table:
         found.add(pid)
@@ -74,7 +75,7 @@ def family(pid: int, ticks: int) -> set[int]:
             if other not in found and info[1] in found:
                 found.add(other)
                 grew = True
-    return found
+    return {member: table[member][4] for member in found}
 
 
 def uptime_s(ticks: int) -> float:
@@ -112,8 +113,8 @@ def _address(hex_address: str, width: int) -> str:
 
 
 def port_taken(bind: str, port: int) -> bool:
-    family_ = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    with socket.socket(family_, socket.SOCK_STREAM) as sock:
+    address_family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(address_family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((bind, port))
@@ -208,64 +209,57 @@ def poll(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def stop(req: dict[str, Any]) -> dict[str, Any]:
-    owner: dict[int, str] = {}
+    owner: dict[int, tuple[str, int]] = {}  # pid -> (process name, start ticks)
     gone: list[str] = []
     groups = set()
     for proc in req["procs"]:
         members = family(proc["pid"], proc["start_ticks"])
         if not members:
             gone.append(proc["name"])
-        for pid in members:
-            owner.setdefault(pid, proc["name"])
-        if members:
-            groups.add(proc["pid"])
+            continue
+        for pid, ticks in members.items():
+            owner.setdefault(pid, (proc["name"], ticks))
+        groups.add(proc["pid"])
     _signal(owner, groups, signal.SIGTERM)
     deadline = time.monotonic() + req["timeout"]
     while time.monotonic() < deadline and _still(owner):
         time.sleep(0.05)
     stubborn = _still(owner)
     if stubborn:
-        _signal({pid: owner[pid] for pid in stubborn}, {g for g in groups if g in stubborn or _group_alive(g)},
-                signal.SIGKILL)
+        _signal({pid: owner[pid] for pid in stubborn}, groups, signal.SIGKILL)
         deadline = time.monotonic() + max(2.0, req["timeout"] / 2)
         while time.monotonic() < deadline and _still(owner):
             time.sleep(0.05)
-    killed = sorted({owner[pid] for pid in stubborn})
+    killed = sorted({owner[pid][0] for pid in stubborn})
     names = [proc["name"] for proc in req["procs"]]
     terminated = [name for name in names if name not in gone and name not in killed]
-    leftovers = [f"pid {pid} on {socket.gethostname()}" for pid in _still(owner)]
-    for proc in req["procs"]:  # anything that joined a group since the snapshot
-        leftovers += [f"pid {pid} on {socket.gethostname()}" for pid in family(proc["pid"], proc["start_ticks"])
-                      if f"pid {pid} on {socket.gethostname()}" not in leftovers]
+    host = socket.gethostname()
+    left = set(_still(owner))
+    for proc in req["procs"]:  # and anything that joined a group since the snapshot
+        left.update(family(proc["pid"], proc["start_ticks"]))
     session_left = None
     if req.get("session") and has_session(req.get("socket"), req["session"]):
         tmux(req.get("socket"), "kill-session", "-t", f"={req['session']}")
         if has_session(req.get("socket"), req["session"]):
             session_left = req["session"]
-    ports = [f"port {port} on {socket.gethostname()} is still listening" for bind, port in req["ports"]
-             if listening(port, bind)]
-    return {"terminated": terminated, "killed": killed, "already_gone": gone, "leftovers": leftovers,
-            "ports_listening": ports, "session_left": session_left}
+    ports = [f"port {port} on {host} is still listening" for bind, port in req["ports"] if listening(port, bind)]
+    return {"terminated": terminated, "killed": killed, "already_gone": gone,
+            "leftovers": [f"pid {pid} on {host}" for pid in sorted(left)], "ports_listening": ports,
+            "session_left": session_left}
 
 
-def _group_alive(pgid: int) -> bool:
-    for pid in all_pids():
-        info = stat(pid)
-        if info is not None and info[2] == pgid and info[0] not in "ZX":
-            return True
-    return False
+def _still(owner: dict[int, tuple[str, int]]) -> list[int]:
+    return [pid for pid, (_, ticks) in owner.items() if alive(pid, ticks)]
 
 
-def _still(owner: dict[int, str]) -> list[int]:
-    return [pid for pid in owner if alive(pid, None)]
-
-
-def _signal(owner: dict[int, str], groups: set[int], sig: int) -> None:
-    pgrps = {info[2] for info in map(stat, owner) if info is not None}
-    for pgid in groups & pgrps:  # only a group one of ours is in
+def _signal(owner: dict[int, tuple[str, int]], groups: set[int], sig: int) -> None:
+    """Signal the groups one of ours is still in, then each of ours that is still the same process."""
+    live = {pid: stat(pid) for pid in _still(owner)}
+    pgrps = {info[2] for info in live.values() if info is not None}
+    for pgid in groups & pgrps:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
-    for pid in owner:
+    for pid in live:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
