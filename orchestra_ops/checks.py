@@ -61,7 +61,7 @@ MANAGED_ENV: dict[str, str] = {
 
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _names, _slurm,
+    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _names, _node_backends,
                   check_lora):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
@@ -188,7 +188,12 @@ def _names(topology: Topology) -> Iterator[Problem]:
         yield (section, name), f"'{name}' is declared twice (models, services and providers share one namespace)"
 
 
-def _slurm(topology: Topology) -> Iterator[Problem]:
+def _node_backends(topology: Topology) -> Iterator[Problem]:
+    """Each node's backend follows from the node (see topology.Node); these combinations make no sense."""
     for name, node in topology.nodes.items():
-        if node.slurm is not None and topology.backend != "slurm":
-            yield ("nodes", name, "slurm"), f"a slurm node needs backend: slurm (the backend is '{topology.backend}')"
+        if topology.backend == "slurm" and node.host is not None:
+            yield ("nodes", name, "host"), (
+                "with backend: slurm every node is a slurm node; give this one 'slurm:' settings, or set "
+                "backend: local or tmux (nodes with a host on other machines are reached over ssh)")
+        elif node.ssh is not None and node.is_local:
+            yield ("nodes", name, "ssh"), f"'{node.host}' is this machine; 'ssh' applies to nodes on other hosts"

@@ -4,6 +4,7 @@ A model replica is READY when `/health` answers 200, `/v1/models` lists its serv
 1-token chat completion succeeds (vLLM binds its port before the engine is up, so "ready" must mean
 "serving"); a retrieval service is READY when `/health` answers 200. The other states:
 
+    PENDING    not started yet: its slurm job waits for a node (the detail says why)
     STARTING   the port answers but the server says it is not ready yet (503, model not loaded)
     UNHEALTHY  it answers, but wrongly (another model, errors, timeouts)
     DOWN       nothing answers on the port
@@ -31,6 +32,7 @@ DEFAULT_PROBE_TIMEOUT_S = 5.0
 
 class State(str, enum.Enum):
     READY = "READY"
+    PENDING = "PENDING"
     STARTING = "STARTING"
     UNHEALTHY = "UNHEALTHY"
     DOWN = "DOWN"
@@ -48,6 +50,7 @@ class Target:
     served_model_name: str | None
     pid: int | None = None
     alive: bool = True
+    waiting: str | None = None  # why it has not started yet (a slurm job's state); None once it has
 
     @property
     def base_url(self) -> str:
@@ -127,7 +130,9 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
     started = time.perf_counter()
     load = Load(None, None, None)
     adapters: tuple[str, ...] = ()
-    if not target.alive:
+    if target.waiting is not None:
+        state, detail = State.PENDING, target.waiting
+    elif not target.alive:
         state, detail = State.DEAD, "the recorded process is gone"
     else:
         try:
@@ -144,7 +149,7 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
             state, detail = State.READY, ""
         except _Verdict as verdict:
             state, detail = verdict.state, verdict.detail
-    latency = (time.perf_counter() - started) * 1000 if state is not State.DEAD else None
+    latency = (time.perf_counter() - started) * 1000 if state not in (State.DEAD, State.PENDING) else None
     return Probe(name=target.name, host=target.host, port=target.port, state=state, latency_ms=latency,
                  pid=target.pid, model=target.served_model_name, running=load.running,
                  waiting=load.waiting, kv_cache=load.kv_cache, detail=detail, adapters=adapters)

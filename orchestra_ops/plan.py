@@ -131,14 +131,16 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
 
 
 def _hosts(topology: Topology, node_name: str) -> tuple[str | None, str]:
-    """(connect host, bind host) of a node: local nodes bind loopback only."""
+    """(connect host, bind address) of a node: this machine's nodes bind loopback unless told otherwise,
+    other nodes 0.0.0.0 unless `bind` says which address (see topology.Node)."""
     node = topology.nodes[node_name]
     if node.host is None:
-        return None, "0.0.0.0"
+        return None, node.bind or "0.0.0.0"
     if node.host in LOCAL_HOSTS:
         loopback = "::1" if node.host == "::1" else "127.0.0.1"
-        return loopback, loopback
-    return node.host, "0.0.0.0"
+        bind = node.bind or loopback
+        return (loopback if bind in ("0.0.0.0", "::") else bind), bind
+    return node.host, node.bind or "0.0.0.0"
 
 
 def _log_path(log_dir: str, name: str) -> str:

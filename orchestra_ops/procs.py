@@ -59,8 +59,15 @@ def group_members(pgid: int, sid: int | None, not_before: float) -> list[psutil.
     """Live processes in process group `pgid` (and session `sid`) started at or after `not_before`.
 
     Finds what a group leader left behind after it died (vLLM engine-core children holding GPUs).
-    The start-time and session guards keep a recycled pgid from pulling in strangers.
+    The start-time and session guards keep a recycled pgid from pulling in strangers: the kernel does
+    not reuse a pid while it is a live group's id, so a live process with pid `pgid` that started at
+    another time than `not_before` (the leader's start) means our group is gone and this one is not ours.
     """
+    try:
+        if abs(psutil.Process(pgid).create_time() - not_before) > START_TIME_TOLERANCE_S:
+            return []
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
     members = []
     for proc in psutil.process_iter(["pid", "create_time"]):
         try:
@@ -104,8 +111,9 @@ def terminate(procs: Sequence[psutil.Process], pgids: Iterable[int], timeout: fl
     when one of `procs` is in it, so a stale or wrong pgid never reaches a stranger's group.
     """
     groups = {pgid for pgid in pgids if _group_of(procs, pgid)}  # only groups one of ours is in
+    running = live(procs)  # before the signal: one that dies at once is still counted as terminated
     _signal_all(procs, groups, signal.SIGTERM)
-    gone, alive = psutil.wait_procs(live(procs), timeout=timeout)
+    _, alive = psutil.wait_procs(running, timeout=timeout)
     alive = live(alive)
     if alive:
         log.info("SIGKILL to %d processes still alive after %.1f s", len(alive), timeout)
@@ -115,7 +123,8 @@ def terminate(procs: Sequence[psutil.Process], pgids: Iterable[int], timeout: fl
     else:
         still = []
     killed = [proc for proc in alive if proc not in still]
-    return KillResult(terminated=list(gone), killed=killed, survivors=still)
+    terminated = [proc for proc in running if proc not in alive]
+    return KillResult(terminated=terminated, killed=killed, survivors=still)
 
 
 def _group_of(procs: Iterable[psutil.Process], pgid: int) -> bool:

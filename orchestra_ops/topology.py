@@ -12,16 +12,19 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestra_ops.errors import TopologyError
+from orchestra_ops.nodes import LOCAL_HOSTS as LOCAL_HOSTS  # re-exported: nodes are part of the schema
+from orchestra_ops.nodes import Node as Node
+from orchestra_ops.nodes import Port as Port
+from orchestra_ops.nodes import SlurmSettings as SlurmSettings
+from orchestra_ops.nodes import SshSettings as SshSettings
 from orchestra_ops.yamlpos import PositionedYaml, load_positioned
 
-Port = Annotated[int, Field(ge=1, le=65535)]
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class Strict(BaseModel):
@@ -36,51 +39,6 @@ class Defaults(Strict):
     vllm_cache_root: str = "/tmp/orchestra-ops/vllm-cache"
     vllm_command: list[str] = Field(default_factory=lambda: ["vllm"], min_length=1)
     ops_command: list[str] = Field(default_factory=lambda: ["ops"], min_length=1)
-
-
-class SshSettings(Strict):
-    user: str | None = None
-    port: Port = 22
-    identity_file: str | None = None
-
-
-class SlurmSettings(Strict):
-    partition: str
-    gpus: int = Field(0, ge=0)
-    time: str = "1:00:00"
-    account: str | None = None
-    cpus_per_task: int | None = Field(None, ge=1)
-    mem: str | None = None
-    extra_args: list[str] = Field(default_factory=list)
-
-
-class Node(Strict):
-    host: str | None = None
-    gpus: int | None = Field(None, ge=0)
-    ssh: SshSettings | None = None
-    slurm: SlurmSettings | None = None
-
-    @model_validator(mode="after")
-    def _host_or_slurm(self) -> Node:
-        if self.host is None and self.slurm is None:
-            raise ValueError("a node needs either 'host' or 'slurm'")
-        if self.host is not None and self.slurm is not None:
-            raise ValueError("a node has either 'host' (a fixed machine) or 'slurm' (allocated), not both")
-        if self.slurm is not None and self.gpus is not None and self.gpus != self.slurm.gpus:
-            raise ValueError(f"gpus: {self.gpus} differs from slurm.gpus: {self.slurm.gpus}")
-        if self.slurm is not None and self.ssh is not None:
-            raise ValueError("'ssh' does not apply to a slurm node")
-        return self
-
-    @property
-    def gpu_count(self) -> int:
-        if self.slurm is not None:
-            return self.slurm.gpus
-        return self.gpus or 0
-
-    @property
-    def is_local(self) -> bool:
-        return self.host is not None and self.host in LOCAL_HOSTS
 
 
 class SimSettings(Strict):
@@ -181,6 +139,8 @@ class Provider(Strict):
 
 class Topology(Strict):
     name: str
+    # how nodes on this machine run their processes (local | tmux); slurm nodes and nodes on other
+    # hosts choose their own backend (see Node). `slurm` says every node is a slurm node.
     backend: Literal["local", "tmux", "slurm"] = "local"
     defaults: Defaults = Field(default_factory=Defaults)
     nodes: dict[str, Node] = Field(min_length=1)

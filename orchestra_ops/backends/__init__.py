@@ -1,19 +1,48 @@
-"""Backends that start and stop processes: local, tmux, ssh, slurm."""
+"""Backends that start and stop processes, one node at a time: local, tmux, ssh, slurm.
+
+A node's backend is decided by the topology (topology.Node.backend) and recorded in state.json with
+each node and process, so every later command finds the backend that owns them. Adding a backend is
+one module with a class that implements `base.Backend` and one line in BACKENDS.
+"""
 
 from __future__ import annotations
 
+import importlib
+from types import TracebackType
+
 from orchestra_ops.backends.base import Backend
-from orchestra_ops.errors import ConfigError
+from orchestra_ops.errors import StateError
+
+# name -> "module:class" under orchestra_ops.backends, imported on first use
+BACKENDS: dict[str, str] = {
+    "local": "local:LocalBackend",
+    "tmux": "tmux:TmuxBackend",
+    "ssh": "ssh:SshBackend",
+    "slurm": "slurm:SlurmBackend",
+}
 
 
-def backend_for(name: str, topology: str, *, tmux_socket: str | None = None) -> Backend:
-    """The backend called `name` for topology `topology` (imported on demand)."""
-    if name == "local":
-        from orchestra_ops.backends.local import LocalBackend
+class Backends:
+    """The backend instances one command uses (one each, created on demand); `close()` ends connections."""
 
-        return LocalBackend()
-    if name == "tmux":
-        from orchestra_ops.backends.tmux import TmuxBackend
+    def __init__(self) -> None:
+        self._instances: dict[str, Backend] = {}
 
-        return TmuxBackend(topology, socket_name=tmux_socket)
-    raise ConfigError(f"unknown backend '{name}' (this machine runs: local, tmux)")
+    def get(self, name: str) -> Backend:
+        if name not in self._instances:
+            if name not in BACKENDS:
+                raise StateError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
+            module_name, cls = BACKENDS[name].split(":")
+            module = importlib.import_module(f"orchestra_ops.backends.{module_name}")
+            self._instances[name] = getattr(module, cls)()
+        return self._instances[name]
+
+    def close(self) -> None:
+        for backend in self._instances.values():
+            backend.close()
+
+    def __enter__(self) -> Backends:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()

@@ -1,187 +1,148 @@
-"""What every backend does (launch, stop, status, log path) and the parts they share.
+"""What every backend does, per node: check, launch, poll, stop, read logs.
 
-A backend turns ProcessSpecs into running processes and ProcessRecords (pid, process group, start
-time, log) and stops them again. Stopping is the same everywhere a process is visible to psutil:
-`stop_records` snapshots each recorded process with its descendants and the rest of its process
-group, SIGTERMs the groups, waits, SIGKILLs what remains and verifies that nothing is left.
+The fleet groups a plan's processes by node (`NodeGroup`) and hands each group to its node's
+backend. Everything a backend needs later to find the node and its processes again goes into the
+`handle` of the NodeRecord and ProcessRecords it returns; the fleet stores them in state.json and
+gives them back, so `down`, `status`, `logs` and `health` work from any later `ops` process.
+
+    preflight(group)        problems that must stop `ops up` before anything starts (unreachable
+                            host, refused key, missing command, port taken)
+    launch(group)           start every process without waiting -> Launched(node, processes)
+    poll(node, records)     what runs now (alive, exit code, new log bytes, a slurm job's state);
+                            called every readiness round, so a backend throttles what is costly
+    stop(node, records)     stop and verify (no process, port, session or job left); idempotent
+    tail / follow           a process's log, wherever it is
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import shutil
-import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import psutil
-
-from orchestra_ops import procs
+from orchestra_ops.nodes import Node
 from orchestra_ops.plan import ProcessSpec
-from orchestra_ops.state import FleetState, ProcessRecord
+from orchestra_ops.state import NodeRecord, ProcessRecord
 
-log = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """What `ops up` starts on one node: the node's settings and its processes."""
+
+    name: str
+    backend: str
+    node: Node
+    specs: tuple[ProcessSpec, ...]
+
+    def describe(self) -> str:
+        """`node far (gpu-box)`: how errors name the node."""
+        where = self.node.host or "slurm"
+        return f"node {self.name} ({where})"
 
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """What a backend needs besides the specs: where to run and with which open-file limit."""
+    """What a backend needs besides the group."""
 
     topology: str
-    cwd: Path
-    nofile: int  # the soft open-file limit every process gets (already capped at the hard limit)
+    cwd: Path  # where `ops up` runs: relative paths (logs) are relative to it on this machine
+    nofile: int  # the open-file limit the topology asks for (each node caps it at its hard limit)
+    log_dir: str
+    tmux_socket: str | None = None  # `ops up --tmux-socket`: the tmux server of every tmux session
+
+
+@dataclass(frozen=True)
+class Launched:
+    node: NodeRecord
+    processes: list[ProcessRecord]
+
+
+@dataclass(frozen=True)
+class ProcessView:
+    """What a backend knows about one process right now."""
+
+    alive: bool
+    started: bool = True  # False while its slurm job waits for a node
+    exit_code: int | None = None
+    uptime_s: float | None = None
+    log: bytes = b""  # log bytes after the offset the caller gave (only when it gave one)
+    log_end: int | None = None  # the offset after `log`
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What a backend knows about one node right now."""
+
+    node: NodeRecord  # possibly updated: a slurm job's host once it runs
+    processes: dict[str, ProcessView]
+    state: str = ""  # e.g. "slurm job 12 PENDING (Resources)"; empty when there is nothing to say
+    failure: str | None = None  # the node failed as a whole (its job ended, the host went away)
+    failure_log: list[str] = field(default_factory=list)  # lines that explain the failure
+
+    def waiting(self, name: str) -> bool:
+        view = self.processes.get(name)
+        return view is not None and not view.started
 
 
 @dataclass
 class StopReport:
-    """What `stop` did and what it found afterwards; `clean` when nothing of the topology is left."""
+    """What `stop` did and found afterwards; `clean` when nothing of the fleet is left anywhere."""
 
-    terminated: list[str] = field(default_factory=list)  # exited after SIGTERM
+    terminated: list[str] = field(default_factory=list)  # exited after SIGTERM (or scancel)
     killed: list[str] = field(default_factory=list)  # needed SIGKILL
     already_gone: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # "pid 123 (python3)" still alive
-    ports_listening: list[str] = field(default_factory=list)  # PortHolder.describe()
-    tmux_session_left: str | None = None
+    ports_listening: list[str] = field(default_factory=list)
+    sessions_left: list[str] = field(default_factory=list)  # tmux sessions
+    jobs_left: list[str] = field(default_factory=list)  # slurm jobs
+    errors: list[str] = field(default_factory=list)  # a node we could not reach or check
 
     @property
     def clean(self) -> bool:
-        return not self.leftovers and not self.ports_listening and self.tmux_session_left is None
+        return not (self.leftovers or self.ports_listening or self.sessions_left or self.jobs_left
+                    or self.errors)
+
+    def merge(self, other: StopReport) -> StopReport:
+        for name in ("terminated", "killed", "already_gone", "leftovers", "ports_listening", "sessions_left",
+                     "jobs_left", "errors"):
+            getattr(self, name).extend(getattr(other, name))
+        return self
+
+    def problems(self) -> str:
+        parts = []
+        if self.leftovers:
+            parts.append(f"still alive: {', '.join(self.leftovers)}")
+        parts += self.ports_listening
+        parts += [f"tmux session {s} still exists" for s in self.sessions_left]
+        parts += self.jobs_left
+        parts += self.errors
+        return "; ".join(parts)
 
 
 class Backend(Protocol):
-    """The seam between the fleet logic and the outside world."""
+    """The seam between the fleet logic and the outside world, one node at a time."""
 
     name: str
 
-    def launch(self, specs: Sequence[ProcessSpec], ctx: LaunchContext) -> list[ProcessRecord]:
-        """Start every spec without waiting for readiness; return one record per process."""
+    def preflight(self, group: NodeGroup, ctx: LaunchContext) -> list[str]:
+        """Problems that must stop `ops up` before anything starts, each naming the node."""
 
-    def stop(self, state: FleetState, timeout: float) -> StopReport:
-        """Stop every process of `state` (group SIGTERM, wait, SIGKILL) and verify; idempotent."""
+    def launch(self, group: NodeGroup, ctx: LaunchContext) -> Launched:
+        """Start every process of the group without waiting for readiness."""
 
-    def alive(self, record: ProcessRecord) -> bool:
-        """Is the recorded process (pid and start time) still running?"""
+    def poll(self, node: NodeRecord, records: Sequence[ProcessRecord],
+             log_offsets: Mapping[str, int] | None = None) -> NodeView:
+        """The node and its processes now; with `log_offsets`, the log bytes after each offset too."""
 
-    def log_path(self, record: ProcessRecord) -> Path:
-        """The file the process's output is appended to."""
+    def stop(self, node: NodeRecord, records: Sequence[ProcessRecord], timeout: float) -> StopReport:
+        """Stop every process of the node (group SIGTERM, wait, SIGKILL; or scancel) and verify."""
 
+    def tail(self, node: NodeRecord, record: ProcessRecord, lines: int, *, settle: bool = False) -> list[str]:
+        """The last `lines` lines of this run of the process's log (`settle`: once it stops growing)."""
 
-# ---- shared helpers -------------------------------------------------------------------------------
+    def follow(self, node: NodeRecord, record: ProcessRecord) -> Iterator[str]:
+        """Lines appended to the log from now on, until the caller stops iterating."""
 
-
-def resolve_argv(argv: Sequence[str]) -> list[str]:
-    """A leading `ops` runs this installation (`python -m orchestra_ops`), whatever PATH says."""
-    if argv and argv[0] == "ops":
-        return [sys.executable, "-m", "orchestra_ops", *argv[1:]]
-    return list(argv)
-
-
-def line_buffered(argv: Sequence[str]) -> list[str]:
-    """Prefix `stdbuf -oL -eL` (C stdio line-buffered) when available; the pid stays the same (exec)."""
-    stdbuf = shutil.which("stdbuf")
-    return [stdbuf, "-oL", "-eL", *argv] if stdbuf else list(argv)
-
-
-def missing_executable(argv: Sequence[str], env_path: str | None = None) -> str | None:
-    """argv[0] when it cannot be found (so nothing is launched for a typo), else None."""
-    if not argv:
-        return "(empty command)"
-    if os.sep in argv[0]:
-        return None if os.access(argv[0], os.X_OK) else argv[0]
-    return None if shutil.which(argv[0], path=env_path) else argv[0]
-
-
-def absolute_log(spec: ProcessSpec, cwd: Path) -> Path:
-    path = Path(spec.log)
-    return path if path.is_absolute() else (cwd / path)
-
-
-def open_log(path: Path, header: str) -> int:
-    """Create the log's directory, append a header line; return the offset where this run starts."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab", buffering=0) as handle:
-        offset = handle.tell()
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        handle.write(f"=== {stamp} ops up: {header}\n".encode())
-    return offset
-
-
-def make_record(spec: ProcessSpec, pid: int, argv: Sequence[str], log_file: Path, offset: int,
-                tmux_window: str | None = None) -> ProcessRecord:
-    """The record of a just-started session leader; its start time makes the pid a lasting identity.
-
-    Both backends start each process as the leader of a new session (start_new_session, a tmux
-    pane), so its process group and session are its pid. They are not read back from the kernel:
-    a tmux pane can be caught between fork and setsid, still in the tmux server's group.
-    """
-    try:
-        create_time = procs.start_time(pid)
-    except psutil.NoSuchProcess:
-        create_time = time.time()  # gone already: a made-up start time keeps it counted as gone
-    pgid = sid = pid
-    return ProcessRecord(
-        name=spec.name, group=spec.group, kind=spec.kind, pid=pid, pgid=pgid, sid=sid,
-        create_time=create_time, host=spec.host or spec.bind_host, port=spec.port, log=str(log_file),
-        argv=list(argv), env=dict(spec.env), served_model_name=spec.served_model_name,
-        endpoint_key=spec.endpoint_key, log_offset=offset, tmux_window=tmux_window,
-    )
-
-
-def _snapshot(record: ProcessRecord) -> list[psutil.Process]:
-    """The recorded process, its descendants, and whatever else still lives in its process group."""
-    found: dict[int, psutil.Process] = {}
-    leader = procs.find_process(record.pid, record.create_time)
-    if leader is not None:
-        for proc in procs.process_tree(leader):
-            found[proc.pid] = proc
-    for proc in procs.group_members(record.pgid, record.sid, record.create_time):
-        found.setdefault(proc.pid, proc)
-        for child in procs.process_tree(proc):
-            found.setdefault(child.pid, child)
-    return list(found.values())
-
-
-def stop_records(records: Sequence[ProcessRecord], timeout: float) -> StopReport:
-    """Group SIGTERM, wait up to `timeout`, SIGKILL the rest, then check processes and ports."""
-    report = StopReport()
-    owner: dict[int, str] = {}
-    everything: list[psutil.Process] = []
-    groups: set[int] = set()
-    for record in records:
-        snapshot = _snapshot(record)
-        if not snapshot:
-            report.already_gone.append(record.name)
-            continue
-        for proc in snapshot:
-            if proc.pid not in owner:
-                owner[proc.pid] = record.name
-                everything.append(proc)
-        groups.add(record.pgid)
-    if everything:
-        result = procs.terminate(everything, groups, timeout)
-        killed_names = {owner[p.pid] for p in result.killed} | {owner[p.pid] for p in result.survivors}
-        for record in records:
-            if record.name in report.already_gone:
-                continue
-            (report.killed if record.name in killed_names else report.terminated).append(record.name)
-    report.leftovers = [_describe(p) for p in procs.live(everything)]
-    for record in records:
-        report.leftovers += [_describe(p) for p in _snapshot(record)
-                             if _describe(p) not in report.leftovers]
-    holders = procs.listeners(r.port for r in records if r.host in _LOCAL)
-    report.ports_listening = [holder.describe() for holder in holders.values()]
-    return report
-
-
-_LOCAL = frozenset({"127.0.0.1", "::1", "localhost", "0.0.0.0"})
-
-
-def _describe(proc: psutil.Process) -> str:
-    try:
-        return f"pid {proc.pid} ({proc.name()})"
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return f"pid {proc.pid}"
+    def close(self) -> None:
+        """Release connections."""

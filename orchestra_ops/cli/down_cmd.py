@@ -6,7 +6,6 @@ import click
 
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.errors import OpsError
-from orchestra_ops.fleet import describe_problems
 from orchestra_ops.fleet import down as fleet_down
 
 
@@ -19,7 +18,7 @@ class LeftoverError(OpsError):
 @click.option("--timeout", type=float, default=15.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL.")
 def down(topology: str | None, timeout: float) -> None:
-    """Stop TOPOLOGY (default: the most recent one up): SIGTERM, wait, SIGKILL, verify."""
+    """Stop TOPOLOGY (default: the most recent one up) on every node: SIGTERM (or scancel), wait, SIGKILL, verify."""
     console = stderr_console()
     result = fleet_down(topology, timeout)
     if result is None:
@@ -35,7 +34,10 @@ def down(topology: str | None, timeout: float) -> None:
         parts.append(f"{len(report.already_gone)} already gone")
     summary = ", ".join(parts) or "no processes"
     if not report.clean:
-        raise LeftoverError(f"{result.name}: {summary}; NOT clean: {describe_problems(report)}")
+        raise LeftoverError(f"{result.name}: {summary}; NOT clean: {report.problems()}")
     prefix = "" if result.was_up else "(was already down) "
-    console.print(f"{result.name}: {prefix}{summary}; verified: no process, port or tmux session left",
-                  highlight=False)
+    checked = ["process", "port"]
+    checked += ["tmux session"] if {"tmux", "ssh"} & set(result.backends) else []
+    checked += ["slurm job"] if "slurm" in result.backends else []
+    console.print(f"{result.name}: {prefix}{summary}; verified: no {', '.join(checked[:-1])} or {checked[-1]} left",
+                  highlight=False, markup=False)

@@ -18,7 +18,7 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
 
 
 def _table(report: HealthReport) -> Table:
-    rows = [(p.name, f"{p.host}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
+    rows = [(p.name, f"{p.host or '?'}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
              _num(p.running), _num(p.waiting), _num(None if p.kv_cache is None else 100 * p.kv_cache, "{:.0f}%"),
              ", ".join(p.adapters) or "-", p.detail) for p in report.probes]
     ready = sum(p.ready for p in report.probes)
@@ -27,11 +27,22 @@ def _table(report: HealthReport) -> Table:
                        "adapters", "detail"], rows)
 
 
+def _node_table(report: HealthReport) -> Table | None:
+    """The nodes that have something to say (a slurm job's state, a node that cannot be reached)."""
+    notes = [(n.name, n.backend, n.host or "-", n.state or "-", n.problem or "") for n in report.nodes
+             if n.state or n.problem]
+    return make_table(None, ["node", "backend", "host", "state", "problem"], notes) if notes else None
+
+
 def _render(report: HealthReport, as_json: bool) -> None:
     if as_json:
         echo_json(report.to_json())
     else:
-        stdout_console().print(_table(report))
+        console = stdout_console()
+        console.print(_table(report))
+        notes = _node_table(report)
+        if notes is not None:
+            console.print(notes)
 
 
 def _watch_live(report: HealthReport, every: float) -> HealthReport:
@@ -42,7 +53,9 @@ def _watch_live(report: HealthReport, every: float) -> HealthReport:
 
     def view(current: HealthReport) -> Group:
         stamp = time.strftime("%H:%M:%S")
-        return Group(_table(current), Text(f"probed {stamp}; every {every:g} s; Ctrl-C to stop", style="dim"))
+        notes = _node_table(current)
+        parts = [_table(current), *([notes] if notes is not None else [])]
+        return Group(*parts, Text(f"probed {stamp}; every {every:g} s; Ctrl-C to stop", style="dim"))
 
     with Live(view(report), console=stdout_console(), auto_refresh=False) as live:
         try:

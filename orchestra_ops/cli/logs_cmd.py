@@ -1,13 +1,10 @@
-"""`ops logs NAME [-n N] [-f]`: the log of one process of a fleet."""
+"""`ops logs NAME [-n N] [-f]`: the log of one process of a fleet, on whichever node it runs."""
 
 from __future__ import annotations
 
 import click
 
-from orchestra_ops.errors import StateError
-from orchestra_ops.fleetinfo import find_log
-from orchestra_ops.logtail import follow as follow_log
-from orchestra_ops.logtail import tail
+from orchestra_ops.fleetinfo import log_follow, log_tail
 
 
 @click.command()
@@ -16,15 +13,14 @@ from orchestra_ops.logtail import tail
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C stops).")
 @click.option("--topology", help="Topology name (default: the most recent one up).")
 def logs(name: str, lines: int, follow: bool, topology: str | None) -> None:
-    """Print the last lines of process NAME's log (e.g. `ops logs answer/1`)."""
-    path = find_log(name, topology)
+    """Print the last lines of process NAME's log from this `ops up` (e.g. `ops logs answer/1`)."""
+    _, last = log_tail(name, topology, lines)
+    for line in last:
+        click.echo(line)
+    if not follow:
+        return
     try:
-        for line in tail(path, lines):
+        for line in log_follow(name, topology):
             click.echo(line)
-        if follow:
-            for line in follow_log(path):
-                click.echo(line)
-    except FileNotFoundError:
-        raise StateError(f"{path}: no such log file") from None
     except KeyboardInterrupt:
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.errors import Interrupted
@@ -34,23 +35,26 @@ class _ProgressLine:
         more = f" +{len(progress.pending) - 3}" if len(progress.pending) > 3 else ""
         text = f"{progress.ready}/{progress.total} ready"
         text += f"; waiting on {slowest}{more}" if slowest else ""
+        if progress.nodes:  # nodes without a host yet: a slurm job's state and pending reason
+            text += f" [{'; '.join(progress.nodes)}]"
         if self.status is not None:
-            self.status.update(f"{text} ({progress.elapsed_s:.0f} s)")
-        elif self.last != (progress.ready, slowest):
-            self.last = (progress.ready, slowest)
-            self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False)
+            self.status.update(escape(f"{text} ({progress.elapsed_s:.0f} s)"))
+        elif self.last != (progress.ready, text):
+            self.last = (progress.ready, text)
+            self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False, markup=False)
 
 
 @click.command()
 @click.argument("topology", type=click.Path(dir_okay=False))
-@click.option("--backend", type=click.Choice(["local", "tmux"]), help="Override the topology's backend.")
+@click.option("--backend", type=click.Choice(["local", "tmux"]),
+              help="How nodes on this machine run (ssh and slurm nodes keep theirs).")
 @click.option("--timeout", type=float, help="Seconds to wait for readiness (default: ready_timeout_s).")
 @click.option("--no-wait", is_flag=True, help="Launch and return; do not wait for readiness.")
 @click.option("--replace", is_flag=True, help="Stop the running fleet of this topology first.")
 @click.option("--keep-on-failure", is_flag=True, help="Leave the other processes running if one fails.")
 @click.option("--endpoints-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the endpoints file here.")
-@click.option("--tmux-socket", help="tmux server socket name (tmux -L NAME) for the tmux backend.")
+@click.option("--tmux-socket", help="tmux server socket name (tmux -L NAME) for tmux sessions, here and on ssh nodes.")
 def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool, replace: bool,
        keep_on_failure: bool, endpoints_out: Path | None, tmux_socket: str | None) -> None:
     """Launch every process of TOPOLOGY, wait until all are serving, write the endpoints file."""
@@ -60,14 +64,17 @@ def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool,
     try:
         with _ProgressLine() as progress:
             result = fleet_up(topology, options, on_progress=progress,
-                              on_warning=lambda message: console.print(f"warning: {message}", highlight=False))
+                              on_warning=lambda message: console.print(f"warning: {message}", highlight=False,
+                                                                       markup=False))
     except KeyboardInterrupt:
         raise Interrupted("interrupted; whatever was launched is left running (`ops status`, `ops down`)") from None
     state = result.state
+    where = ", ".join(f"{node.name} ({node.backend})" for node in state.nodes)
     if result.ready_s is not None:
         console.print(f"{state.name}: {len(state.processes)} processes ready in {result.ready_s:.1f} s "
-                      f"(backend {state.backend})", highlight=False)
+                      f"on {where}", highlight=False)
     else:
-        console.print(f"{state.name}: {len(state.processes)} processes launched; not waiting "
+        console.print(f"{state.name}: {len(state.processes)} processes launched on {where}; not waiting "
                       "(check with `ops health`)", highlight=False)
-    click.echo(str(result.endpoints_file))
+    if result.endpoints_file is not None:
+        click.echo(str(result.endpoints_file))

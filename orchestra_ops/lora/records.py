@@ -15,15 +15,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestra_ops.errors import StateError
 from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.paths import topology_dir
-from orchestra_ops.state import FleetState
+from orchestra_ops.state import FleetState, ProcessRecord
+
+T = TypeVar("T")
 
 RECORDS_FILE = "lora.json"
 LOCK_FILE = "lora.lock"
@@ -32,11 +34,24 @@ RECORDS_VERSION = 1
 
 @dataclass(frozen=True)
 class ReplicaRef:
-    """A replica as it ran when the adapter went in (a restart makes a new process)."""
+    """A replica as it ran when the adapter went in (a restart makes a new process).
+
+    Its identity is what its backend records: pid and start time on this machine, the start ticks of
+    a process on an ssh node, the job id of a slurm node (a new `ops up` submits a new job).
+    """
 
     name: str
-    pid: int
-    create_time: float
+    pid: int | None
+    create_time: float | None
+    instance: str | None = None
+
+    @classmethod
+    def of(cls, state: FleetState, record: ProcessRecord) -> ReplicaRef:
+        node = next((n for n in state.nodes if n.name == record.node), None)
+        job = node.handle.get("job_id") if node is not None else None
+        ticks = record.handle.get("start_ticks")
+        instance = f"job:{job}" if job is not None else (f"ticks:{ticks}" if ticks is not None else None)
+        return cls(record.name, record.pid, record.create_time, instance)
 
 
 @dataclass(frozen=True)
@@ -85,8 +100,8 @@ def _read_raw(topology_name: str) -> dict[str, LoadedAdapter]:
     out: dict[str, LoadedAdapter] = {}
     for name, body in adapters.items():
         try:
-            replicas = [ReplicaRef(str(r["name"]), int(r["pid"]), float(r["create_time"]))
-                        for r in body.get("replicas", [])]
+            replicas = [ReplicaRef(str(r["name"]), _opt(int, r.get("pid")), _opt(float, r.get("create_time")),
+                                   _opt(str, r.get("instance"))) for r in body.get("replicas", [])]
             out[str(name)] = LoadedAdapter(str(name), str(body["model"]), str(body["path"]),
                                            float(body["loaded_at"]), replicas, bool(body.get("partial")))
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -98,9 +113,13 @@ def read_records(state: FleetState) -> dict[str, LoadedAdapter]:
     """The adapters loaded into the fleet as it runs now (entries from an earlier run left out)."""
     if state.status != "up":
         return {}
-    running = {r.name: (r.pid, r.create_time) for r in state.processes}
+    running = {r.name: ReplicaRef.of(state, r) for r in state.processes}
     return {name: entry for name, entry in _read_raw(state.name).items()
-            if entry.replicas and all(running.get(r.name) == (r.pid, r.create_time) for r in entry.replicas)}
+            if entry.replicas and all(running.get(r.name) == r for r in entry.replicas)}
+
+
+def _opt(kind: Callable[[Any], T], value: Any) -> T | None:
+    return None if value is None else kind(value)
 
 
 def write_records(topology_name: str, records: dict[str, LoadedAdapter]) -> Path:

@@ -125,12 +125,12 @@ def load_adapter(name: str, path: str, *, model: str | None = None, topology: st
             undo = asyncio.run(each(took, 60.0, lambda c, r: unload_one(c, r, name)))
             stuck = [r for r, o in zip(took, undo, strict=True) if not o.ok]
             if stuck:
-                records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(stuck), partial=True)
+                records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(fleet.state, stuck), partial=True)
                 write_records(fleet.state.name, records)
             raise LaunchError(_refusal(name, key, outcomes, took, undo))
-        records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(replicas))
+        records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(fleet.state, replicas))
         endpoints = read_endpoints(fleet.endpoints_file)
-        endpoints[name] = [{"ip_addr": r.host, "port": r.port} for r in replicas]
+        endpoints[name] = [{"ip_addr": r.host, "port": r.port} for r in replicas if r.host is not None]
         write_endpoints(fleet.endpoints_file, endpoints)
         write_records(fleet.state.name, records)
     return report
@@ -161,7 +161,7 @@ def unload_adapter(name: str, *, model: str | None = None, topology: str | None 
         records.pop(name, None)
         if failed:
             path = entry.path if entry else "?"
-            records[name] = LoadedAdapter(name, key, path, time.time(), _refs(failed), partial=True)
+            records[name] = LoadedAdapter(name, key, path, time.time(), _refs(fleet.state, failed), partial=True)
         write_records(fleet.state.name, records)
     report = LoraReport("unload", name, key, fleet.topology.models[key].served_name, entry.path if entry else None,
                         None, outcomes, str(fleet.endpoints_file))
@@ -190,8 +190,8 @@ def _check_directory(fleet: _Fleet, key: str, path: str) -> int | None:
     return info.rank
 
 
-def _refs(replicas: list[ProcessRecord]) -> list[ReplicaRef]:
-    return [ReplicaRef(r.name, r.pid, r.create_time) for r in replicas]
+def _refs(state: FleetState, replicas: list[ProcessRecord]) -> list[ReplicaRef]:
+    return [ReplicaRef.of(state, r) for r in replicas]
 
 
 def _refusal(name: str, key: str, outcomes: list[ReplicaOutcome], took: list[ProcessRecord],

@@ -63,8 +63,8 @@ class Harness:
         data: dict[str, Any] = json.loads((self.home / name / "state.json").read_text())
         return data
 
-    def has_tmux_session(self, name: str) -> bool:
-        result = subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", f"=ops-{name}"],
+    def has_tmux_session(self, name: str, node: str = "cpu") -> bool:
+        result = subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", f"=ops-{name}-{node}"],
                                 capture_output=True, check=False)
         return result.returncode == 0
 
@@ -145,7 +145,10 @@ def test_up_health_kill_down(harness: Harness) -> None:
 
     status = json.loads(harness.ops("status", "--json").stdout)
     assert [p["alive"] for p in status["processes"]] == [True] * 4
-    assert set(status["processes"][0]) == {"name", "pid", "alive", "uptime_s", "port", "log"}
+    assert set(status["processes"][0]) == {"name", "node", "backend", "pid", "alive", "state", "uptime_s", "host",
+                                           "port", "log"}
+    assert {(p["node"], p["backend"], p["state"]) for p in status["processes"]} == {("cpu", harness.backend,
+                                                                                   "running")}
     logs = harness.ops("logs", "alpha/0", "-n", "5")
     assert logs.returncode == 0 and logs.stdout.strip()
 

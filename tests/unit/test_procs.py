@@ -118,3 +118,30 @@ def test_soft_nofile_is_inherited_and_restored() -> None:
                              capture_output=True, text=True, check=True).stdout
     assert int(out) == 1100
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
+
+
+def test_terminate_counts_a_process_that_died_before_the_wait(started: list[subprocess.Popen[str]],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order that made the test above flaky, forced: the process is a zombie before the wait."""
+    ours = _spawn(started, "import time; time.sleep(600)")
+    real_signal_all = procs._signal_all
+
+    def signal_then_wait_for_death(targets, groups, sig):  # type: ignore[no-untyped-def]
+        real_signal_all(targets, groups, sig)
+        for _ in range(400):
+            if psutil.Process(ours.pid).status() == psutil.STATUS_ZOMBIE:
+                return
+            time.sleep(0.025)
+
+    monkeypatch.setattr(procs, "_signal_all", signal_then_wait_for_death)
+    result = procs.terminate([psutil.Process(ours.pid)], [], timeout=5)
+    assert [p.pid for p in result.terminated] == [ours.pid]
+    assert result.killed == [] and result.survivors == []
+
+
+def test_a_recycled_group_id_pulls_in_nobody(started: list[subprocess.Popen[str]]) -> None:
+    """A live session leader whose pid is a recorded pgid, but started at another time, is someone else."""
+    stranger = _spawn(started, "import time; time.sleep(600)")
+    created = procs.start_time(stranger.pid)
+    assert {p.pid for p in procs.group_members(stranger.pid, stranger.pid, created)} == {stranger.pid}
+    assert procs.group_members(stranger.pid, stranger.pid, created - 30) == []

@@ -11,7 +11,15 @@ import pytest
 
 from orchestra_ops.errors import StateError
 from orchestra_ops.paths import latest_topology_name, state_path
-from orchestra_ops.state import FleetState, ProcessRecord, Status, read_state, resolve_name, write_state
+from orchestra_ops.state import (
+    FleetState,
+    NodeRecord,
+    ProcessRecord,
+    Status,
+    read_state,
+    resolve_name,
+    write_state,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -104,3 +112,35 @@ def test_by_name_lists_known_processes() -> None:
 def test_reproduce_is_quoted() -> None:
     record = _record()
     assert record.reproduce == "env PYTHONUNBUFFERED=1 ops serve sim"
+
+
+def test_a_version_1_state_reads_as_one_node_of_its_backend() -> None:
+    v1 = {"name": "old", "topology_file": "/abs/old.yaml", "backend": "tmux", "status": "up", "started_at": 1.0,
+          "cwd": "/abs", "tmux_socket": "sock", "tmux_session": "ops-old", "provider_key_envs": [], "version": 1,
+          "processes": [{"name": "m/0", "group": "m", "kind": "sim", "pid": 4242, "pgid": 4242, "sid": 4242,
+                         "create_time": 1.5, "host": "127.0.0.1", "port": 18100, "log": "/l/m-0.log",
+                         "argv": ["ops"], "env": {}, "served_model_name": "sim/m", "endpoint_key": "sim/m",
+                         "log_offset": 7, "tmux_window": "@3"}]}
+    state = FleetState.from_json(v1)
+    assert state.version == 2
+    assert state.nodes == [NodeRecord(name="this-machine", backend="tmux", host="127.0.0.1",
+                                      handle={"socket": "sock", "session": "ops-old"})]
+    record = state.processes[0]
+    assert (record.node, record.backend, record.pid, record.log_offset, record.handle) == (
+        "this-machine", "tmux", 4242, 7, {"window": "@3"})
+    assert state.processes_of("this-machine") == [record]
+
+
+def test_with_node_gives_its_processes_the_host_slurm_allocated() -> None:
+    record = ProcessRecord(name="a/0", group="a", kind="sim", node="gpu", backend="slurm", host=None, port=1,
+                           log="/l", argv=["x"], env={}, served_model_name="m", endpoint_key="m")
+    state = FleetState(name="t", topology_file="/t.yaml", status="up", started_at=1.0, cwd="/",
+                       nodes=[NodeRecord(name="gpu", backend="slurm", host=None, handle={"job_id": "7"})],
+                       processes=[record, _record()])
+    assert state.processes[0].base_url is None
+    updated = state.with_node(NodeRecord(name="gpu", backend="slurm", host="node17", handle={"job_id": "7"}))
+    assert updated.node("gpu").host == "node17"
+    assert updated.processes[0].base_url == "http://node17:1"
+    assert updated.processes[1] == state.processes[1]  # another node's process is untouched
+    write_state(updated)
+    assert read_state("t") == updated

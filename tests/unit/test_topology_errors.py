@@ -216,11 +216,11 @@ models:
         ["t.yaml:7: models.a.gpus_per_replica: 0 GPUs per replica needs engine: sim (vLLM needs a GPU)"],
     ),
     (
-        "a slurm node without the slurm backend",
-        HEADER + """\
-  big: {slurm: {partition: gpu, gpus: 8}}
-""",
-        ["t.yaml:6: nodes.big.slurm: a slurm node needs backend: slurm (the backend is 'local')"],
+        "a node with a host under backend: slurm",
+        HEADER.replace("backend: local", "backend: slurm"),
+        [f"t.yaml:{line}: nodes.{name}.host: with backend: slurm every node is a slurm node; give this one "
+         "'slurm:' settings, or set backend: local or tmux (nodes with a host on other machines are reached "
+         "over ssh)" for line, name in ((4, "n"), (5, "far"))],
     ),
     (
         "duplicate YAML key",

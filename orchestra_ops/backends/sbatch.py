@@ -1,0 +1,155 @@
+"""The sbatch script of one slurm node: a pure function of the node's settings and its processes.
+
+The job asks for one node (`--gres=gpu:N` and the rest from `slurm:`), appends its own output to the
+job log (`--open-mode=append`), raises `ulimit -n` (capped at the node's hard limit, with a line in
+the job log), then starts every replica in the background: each with its environment, its
+`CUDA_VISIBLE_DEVICES` taken from the devices slurm gave the job (the plan's index i is the i-th
+of them), its output appended line-buffered to its own log. Each replica's exit is written to the
+job log as `ops-job: exited NAME status=N`, which is how `ops` learns, without ssh, that a replica
+died. The job ends when every replica has exited; at scancel it waits until they have (so a job
+that is gone left no process behind, even where slurm tracks processes by parentage only).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from orchestra_ops.nodes import SlurmSettings
+
+EXIT_PREFIX = "ops-job: exited "
+NOT_FOUND_STATUS = 127
+
+PRELUDE = r"""
+ops_job_gpus=()
+IFS=, read -r -a ops_job_gpus <<< "${CUDA_VISIBLE_DEVICES:-}"
+echo "ops-job: job ${SLURM_JOB_ID:-?} on $(hostname) with CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}"
+ops_nofile=@NOFILE@
+ops_hard=$(ulimit -Hn)
+if [ "$ops_hard" != unlimited ] && [ "$ops_hard" -lt "$ops_nofile" ]; then
+  echo "ops-job: ulimit_nofile $ops_nofile is above the hard limit $ops_hard on $(hostname); using $ops_hard"
+  ops_nofile=$ops_hard
+fi
+ulimit -Sn "$ops_nofile"
+ops_stdbuf=""
+if command -v stdbuf >/dev/null 2>&1; then ops_stdbuf="stdbuf -oL -eL"; fi
+
+ops_devices() {  # the plan's GPU indices -> the devices slurm gave this job
+  local out="" i
+  for i in "$@"; do out="${out:+$out,}${ops_job_gpus[$i]:-$i}"; done
+  echo "$out"
+}
+
+ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
+  local name=$1 log=$2 gpus=$3
+  shift 3
+  (
+    while [ "$1" != "--" ]; do export "$1"; shift; done
+    shift
+    export CUDA_VISIBLE_DEVICES="$(ops_devices $gpus)"
+    if ! command -v "$1" >/dev/null 2>&1; then
+      echo "ops-job: $name: command not found: $1" | tee -a "$log"
+      echo "ops-job: exited $name status=127"
+      exit 127
+    fi
+    echo "ops-job: started $name with CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+    $ops_stdbuf "$@" >> "$log" 2>&1 &
+    pid=$!
+    trap ':' TERM  # scancel signals every process of the job: outlive it until the server has exited
+    while :; do
+      wait $pid
+      status=$?
+      kill -0 $pid 2>/dev/null || break
+    done
+    echo "ops-job: exited $name status=$status"
+    exit $status
+  ) &
+}
+""".strip("\n")
+
+
+# The job ends when every process has: at scancel slurm sends SIGTERM to every process of the job
+# (once: passing it on as well would signal each server twice), the shells stay until the servers
+# have exited, so a job that is gone left nothing behind (slurm sends SIGKILL after its KillWait).
+EPILOGUE = r"""
+trap ':' TERM
+while [ -n "$(jobs -pr)" ]; do wait; done
+echo "ops-job: every process exited"
+""".strip("\n")
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One process of the job: its name, log, GPU indices (0-based within the node) and command."""
+
+    name: str
+    log: str
+    gpus: tuple[int, ...]
+    env: Mapping[str, str]
+    argv: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SbatchJob:
+    topology: str
+    node: str
+    settings: SlurmSettings
+    nofile: int
+    job_log: str
+    workdir: str
+    replicas: tuple[Replica, ...]
+
+    @property
+    def job_name(self) -> str:
+        return f"ops-{self.topology}-{self.node}"
+
+
+def sbatch_lines(job: SbatchJob) -> list[str]:
+    """The `#SBATCH` options, in a fixed order."""
+    s = job.settings
+    options = [f"--job-name={job.job_name}", f"--output={job.job_log}", "--open-mode=append",
+               f"--chdir={job.workdir}", "--nodes=1", "--ntasks=1"]
+    if s.partition:
+        options.append(f"--partition={s.partition}")
+    if s.gpus:
+        options.append(f"--gres=gpu:{s.gpus}")
+    options.append(f"--time={s.time}")
+    if s.account:
+        options.append(f"--account={s.account}")
+    if s.qos:
+        options.append(f"--qos={s.qos}")
+    if s.exclusive:
+        options.append("--exclusive")
+    if s.cpus_per_task is not None:
+        options.append(f"--cpus-per-task={s.cpus_per_task}")
+    if s.mem:
+        options.append(f"--mem={s.mem}")
+    options += s.extra_args
+    return [f"#SBATCH {option}" for option in options]
+
+
+def render_sbatch(job: SbatchJob) -> str:
+    """The whole script, every value from the topology shell-quoted."""
+    lines = ["#!/bin/bash", *sbatch_lines(job),
+             f"# Written by `ops up` for node {job.node} of topology {job.topology}: "
+             f"{len(job.replicas)} processes.", PRELUDE.replace("@NOFILE@", str(int(job.nofile))), ""]
+    for replica in job.replicas:
+        assignments = [shlex.quote(f"{key}={value}") for key, value in replica.env.items()
+                       if key != "CUDA_VISIBLE_DEVICES"]  # set from the job's devices by ops_start
+        gpus = " ".join(str(gpu) for gpu in replica.gpus)
+        lines.append(" ".join(["ops_start", shlex.quote(replica.name), shlex.quote(replica.log), shlex.quote(gpus),
+                               *assignments, "--", shlex.join(replica.argv)]))
+    lines += ["", *EPILOGUE.splitlines(), ""]
+    return "\n".join(lines)
+
+
+def parse_exit(line: str) -> tuple[str, int] | None:
+    """`ops-job: exited answer/2 status=1` -> ("answer/2", 1)."""
+    if not line.startswith(EXIT_PREFIX):
+        return None
+    name, _, status = line[len(EXIT_PREFIX):].rpartition(" status=")
+    try:
+        return name, int(status)
+    except ValueError:
+        return None
