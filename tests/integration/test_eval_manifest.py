@@ -86,7 +86,13 @@ def test_run_json_is_a_manifest_without_secrets(tmp_path: Path, sim_server: Call
     assert resumed.returncode == 0, resumed.stderr
     info = json.loads((run_dir / "run.json").read_text())
     assert [i["mode"] for i in info["invocations"]] == ["new run", "resume"]
-    assert info["ids_count"] == 12  # no --limit this time: the whole dataset
+    assert info["ids_count"] == 10  # a continued run keeps the --limit it started with
+
+    widened = run_ops(["eval", "chat", "--topology", "manifesttopo", "--run-dir", str(run_dir), "--resume",
+                       "--limit", "12", "--no-analyze"], env=env)
+    assert widened.returncode == 0, widened.stderr
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["ids_count"] == 12 and "2 to run" in widened.stdout  # a larger --limit takes in the rest
 
     data.write_text(data.read_text().replace("capital", "Capital"))  # the questions change under the run dir
     changed = run_ops(["eval", "chat", "--topology", "manifesttopo", "--run-dir", str(run_dir), "--resume"], env=env)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestra_ops.state import FleetState, ProcessRecord, write_state
+from orchestra_ops.state import FleetState, NodeRecord, ProcessRecord, write_state
 from tests.helpers import OPS, REPO, kill_tree
 from tests.simserver import SimServer
 from tests.terminal import Terminal
@@ -23,11 +23,13 @@ def _fleet(ops_home: Path, sim: SimServer) -> None:
     """state.json of a fleet 'watched' whose one process is this sim (as `ops up` records it)."""
     assert sim.process is not None
     pid = sim.process.pid
-    record = ProcessRecord(name="m/0", group="m", kind="sim", pid=pid, pgid=os.getpgid(pid), sid=None,
+    node = NodeRecord(name="cpu", backend="local", host="127.0.0.1")
+    record = ProcessRecord(name="m/0", group="m", kind="sim", node="cpu", backend="local", pid=pid,
+                           pgid=os.getpgid(pid), sid=None,
                            create_time=psutil.Process(pid).create_time(), host="127.0.0.1", port=sim.port,
                            log=str(sim.log_path), argv=sim.argv, env={}, served_model_name="m", endpoint_key="m")
     write_state(FleetState(name="watched", topology_file=str(ops_home / "t.yaml"), backend="local", status="up",
-                           started_at=time.time(), cwd=str(ops_home), processes=[record]),
+                           started_at=time.time(), cwd=str(ops_home), nodes=[node], processes=[record]),
                 ops_home / "watched" / "state.json")
 
 
