@@ -9,21 +9,20 @@ least one positive-point item so the score is defined) is a clear error here, na
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.dataset import Sample
+from orchestra_ops.runner.dataset import Sample, read_jsonl
 
 
 def load_examples(path: Path, *, dedupe: bool) -> list[Sample]:
     """The dataset's rows, each with `id` = its `prompt_id`; a bad row is a ConfigError naming its line."""
     samples: list[Sample] = []
     lines: dict[str, list[int]] = {}
-    for number, row in _jsonl(path, "dataset"):
+    for number, row in read_jsonl(path, "dataset"):
         where = f"{path}:{number}"
         sample = check_row(row, where)
         lines.setdefault(sample["id"], []).append(number)
@@ -94,7 +93,7 @@ def load_responses(path: Path) -> dict[str, str]:
     """`--responses FILE`: JSONL of `{"prompt_id", "response"}` -> {prompt_id: response}."""
     responses: dict[str, str] = {}
     first_line: dict[str, int] = {}
-    for number, row in _jsonl(path, "--responses"):
+    for number, row in read_jsonl(path, "--responses"):
         where = f"{path}:{number}"
         if not isinstance(row, dict):
             raise ConfigError(f"{where}: each line is {{\"prompt_id\": str, \"response\": str}}")
@@ -122,23 +121,6 @@ def check_responses(responses: Mapping[str, str], samples: Sequence[Sample], pat
         raise ConfigError(f"{path}: no response for {len(missing)} of the {len(samples)} examples to grade: {shown}; "
                           "give one {\"prompt_id\", \"response\"} line per example (or --limit the dataset)")
 
-
-def _jsonl(path: Path, what: str) -> list[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such {what} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-    return rows
 
 
 def rubric_item_text(item: Mapping[str, Any]) -> str:

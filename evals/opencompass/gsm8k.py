@@ -22,7 +22,7 @@ from orchestra_ops.evals.opencompass.sampling import seeded_sample
 from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.dataset import Sample
+from orchestra_ops.runner.dataset import Sample, read_jsonl
 from orchestra_ops.runner.templates import packaged
 
 DATASET = "gsm8k"
@@ -60,21 +60,10 @@ class Gsm8kSuite(OpenCompassSuite):
 
     def load(self, path: Path, *, dedupe: bool) -> list[Sample]:
         source = path / "test.jsonl" if path.is_dir() else path
-        try:
-            text = source.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            hint = " (a gsm8k directory holds test.jsonl)" if path.is_dir() else ""
-            raise ConfigError(f"{source}: no such file{hint}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{source}: cannot read: {exc}") from None
+        if path.is_dir() and not source.exists():
+            raise ConfigError(f"{source}: no such file (a gsm8k directory holds test.jsonl)")
         samples: list[Sample] = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{source}:{number}: not valid JSON: {exc.msg}") from None
+        for number, row in read_jsonl(source, "gsm8k"):
             if not isinstance(row, dict) or not isinstance(row.get("question"), str) \
                     or not isinstance(row.get("answer"), str):
                 raise ConfigError(f"{source}:{number}: a gsm8k line is {{\"question\": …, \"answer\": …}}")

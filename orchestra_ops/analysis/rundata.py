@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from orchestra_ops.analysis.events import PROFILE_FILE, Profile, read_profile
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore, TaskId
-from orchestra_ops.runner.rundir import RUN_FILE, read_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info
 
 SCORES_FILE = "scores.json"
 ANALYSIS_DIR = "analysis"
@@ -36,17 +35,5 @@ def load_run(run_dir: str | Path) -> RunData:
     store = ResultsStore(root)
     records = list(store.records())
     final = store.final_records()
-    return RunData(run_dir=root, run_json=read_run_info(root), scores=_read_scores(root / SCORES_FILE),
+    return RunData(run_dir=root, run_json=read_run_info(root), scores=read_json_object(root / SCORES_FILE),
                    records=records, final=final, bad_result_lines=store.bad_lines, profile=read_profile(root))
-
-
-def _read_scores(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: not a JSON object")
-    return data

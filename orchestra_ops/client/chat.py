@@ -166,7 +166,7 @@ class ModelClient:
                 if resp.status == 200:
                     outcome = "ok"
                     return self._parse(resp.body, replica, attempt, time.monotonic() - sent)
-                error = _error_message(resp.body)
+                error = error_message(resp.body)
                 if not is_retryable_status(resp.status):
                     outcome = "ok"  # the replica is fine; the request is not
                     raise CallError(_kind_for(resp.status, error), f"{replica.address} answered "
@@ -198,7 +198,7 @@ class ModelClient:
                           replica=replica.address, attempts=attempt, latency_s=latency)
 
 
-def _error_message(body: bytes) -> str:
+def error_message(body: bytes) -> str:
     """vLLM answers `{"message": …}` (or `{"error": {"message": …}}` like OpenAI); else the raw text."""
     try:
         data = json.loads(body)

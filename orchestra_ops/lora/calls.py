@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from orchestra_ops.client.chat import error_message
 from orchestra_ops.state import ProcessRecord
 
 
@@ -95,15 +95,4 @@ async def unload_one(client: httpx.AsyncClient, record: ProcessRecord, name: str
 
 def _message(response: httpx.Response) -> str:
     """vLLM's error text (`{"error": {"message"}}`, older `{"message"}`), else the body itself."""
-    try:
-        data = response.json()
-    except ValueError:
-        text = response.text.strip().removeprefix(f"{response.status_code}: ")
-        return text[:500] or "(empty body)"
-    if isinstance(data, dict):
-        inner = data.get("error")
-        if isinstance(inner, dict) and "message" in inner:
-            return str(inner["message"])
-        if "message" in data:
-            return str(data["message"])
-    return json.dumps(data)[:500]
+    return error_message(response.content).removeprefix(f"{response.status_code}: ")

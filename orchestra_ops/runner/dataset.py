@@ -13,23 +13,31 @@ from orchestra_ops.runner.results import TaskId, _key
 Sample = dict[str, Any]
 
 
-def load_dataset(path: str | Path, *, dedupe: bool = False) -> list[Sample]:
-    """Read a JSONL dataset. A missing or duplicate id is a ConfigError naming it (`dedupe`: keep the first)."""
+def read_jsonl(path: str | Path, what: str = "dataset") -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSONL file; errors name the file and line."""
     source = Path(path)
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{source}: no such dataset file") from None
+        raise ConfigError(f"{source}: no such {what} file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{source}: cannot read: {exc}") from None
-    samples: list[Sample] = []
+    rows: list[tuple[int, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            sample = json.loads(line)
+            rows.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{source}:{number}: not valid JSON: {exc.msg}") from None
+    return rows
+
+
+def load_dataset(path: str | Path, *, dedupe: bool = False) -> list[Sample]:
+    """Read a JSONL dataset. A missing or duplicate id is a ConfigError naming it (`dedupe`: keep the first)."""
+    source = Path(path)
+    samples: list[Sample] = []
+    for number, sample in read_jsonl(source):
         if not isinstance(sample, dict) or "id" not in sample:
             raise ConfigError(f"{source}:{number}: each line is a JSON object with an \"id\"")
         samples.append(sample)

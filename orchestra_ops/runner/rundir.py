@@ -18,7 +18,11 @@ def default_run_dir(suite: str, topology: str) -> Path:
 
 
 def read_run_info(run_dir: str | Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / RUN_FILE
+    return read_json_object(Path(run_dir) / RUN_FILE)
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A run dir's JSON file (run.json, scores.json): None when absent; a ConfigError naming it when unreadable."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
