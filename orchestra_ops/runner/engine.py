@@ -2,7 +2,8 @@
 
 Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
 Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
-Every finished task, ok or error, becomes exactly one record passed to `on_done`.
+Every finished task, ok or error, becomes exactly one record passed to `on_done`. A suite that
+fails a unit but has fields worth keeping (its rounds, its tool calls) raises TaskFailed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ log = logging.getLogger(__name__)
 
 Work = Callable[[Sample], Awaitable[dict[str, Any]]]
 Record = dict[str, Any]
+
+
+class TaskFailed(CallError):
+    """A unit that failed (`kind`, `message`) with the fields its error record keeps beside them."""
+
+    def __init__(self, kind: str, message: str, fields: dict[str, Any]) -> None:
+        super().__init__(kind, message)
+        self.fields = fields
 
 
 @dataclass
@@ -62,6 +71,8 @@ async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, 
                               **{k: v for k, v in fields.items() if k not in ("id", "status")}}
         except CallError as exc:
             record = _error(sample, exc.kind, exc.message)
+            if isinstance(exc, TaskFailed):
+                record.update((k, v) for k, v in exc.fields.items() if k not in record)
         except asyncio.TimeoutError:
             record = _error(sample, "task_timeout", f"the task did not finish within {task_timeout_s:g} s")
         except asyncio.CancelledError:
