@@ -10,6 +10,8 @@ from orchestra_ops.runner.suite import Suite
 # suite name -> "module:factory" under orchestra_ops.evals; a later suite adds one line here
 SUITES: dict[str, str] = {
     "chat": "chat:ChatSuite",
+    "hle": "hle:HleSuite",
+    "frames": "frames:FramesSuite",
 }
 
 

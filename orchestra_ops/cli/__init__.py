@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "plan": "plan_cmd:plan",
     "eval": "eval_cmd:eval_",
     "eval-status": "eval_status_cmd:eval_status",
+    "export": "export_cmd:export",
     "bench": "bench_cmd:bench",
     "serve": "serve_cmd:serve",
     "index": "index_cmd:index",

@@ -151,7 +151,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
     if not models and continuing and isinstance(info.get("models"), list):
         models = tuple(str(m) for m in info["models"])
     suite_view = {**suite_options, "model": models[0] if models else None, "models": list(models),
-                  "templates": templates}
+                  "templates": templates, "run_dir": str(run_dir)}
     names = suite.prepare(routing, suite_view)
     dataset = options.dataset or info.get("dataset") or suite.default_dataset
     if not dataset:

@@ -101,7 +101,8 @@ class Suite(Protocol):
         """Check options against the routing; return every role/model name the run will call.
 
         `options` holds `model` (the first --model or None), `models` (every --model), `templates`
-        (name -> Template, already loaded) and each SuiteOption's value under its name.
+        (name -> Template, already loaded), `run_dir` (where the run's files go) and each
+        SuiteOption's value under its name.
         """
         ...
 

@@ -5,6 +5,8 @@ Modules, each small:
     config.py   SimConfig (every option, validated) and the --fail spec parser
     rules.py    what it answers (orchestrator / expert / judge) and whether an answer is right:
                 pure functions of the request, documented there; tests import them for exact scores
+    agent_rules.py  the ToolOrchestra agent roles (orchestrator, query/code writer, answerer, <correct> judge)
+    tokens.py   the tokenizer behind /tokenize and /detokenize (tokenize_routes.py serves them)
     faults.py   FaultPlan: error statuses, hangs, malformed judge JSON, jitter; deterministic per seed
     metrics.py  SimMetrics: vLLM's gauges and counters plus sim_max_requests_in_flight, as Prometheus text
     app.py      the aiohttp.web server (health, models, chat completions JSON/SSE, metrics) and serve()

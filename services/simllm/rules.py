@@ -33,6 +33,8 @@ jitter only).
    text) gets the answer token, other strings the question (first 200 chars), an enum
    ``enum[(h + done) % len]`` (h from the question's hash), integers 1, numbers 1.0, booleans true,
    arrays [], objects {}.
+   The ToolOrchestra agent roles (agent orchestrator, query writer, code writer, answerer, the
+   ``<correct>`` judge) are checked next: see ``agent_rules.py``.
 3. **expert** otherwise: a short reasoning text ending ``The final answer is \boxed{T}.`` where T
    is the last answer token already in the prompt (so a token passed along by an orchestrator
    survives), else ``answer_token(question)``.
@@ -162,6 +164,11 @@ def classify(body: dict[str, Any]) -> str:
     for text in texts:
         if "criteria_met" in text:
             return JUDGE_RUBRIC
+    from orchestra_ops.services.simllm import agent_rules
+
+    agent = agent_rules.classify(body, texts)
+    if agent is not None:
+        return agent
     if body.get("tools") and body.get("tool_choice") != "none":
         return ORCHESTRATOR
     return EXPERT
@@ -185,6 +192,10 @@ def respond(body: dict[str, Any]) -> Reply:
         return _judge(role, messages)
     if role == ORCHESTRATOR:
         return _orchestrate(body, messages)
+    if role != EXPERT:
+        from orchestra_ops.services.simllm import agent_rules
+
+        return agent_rules.respond(role, body)
     return _expert(messages)
 
 
