@@ -168,6 +168,7 @@ class AgentSuite(BaseSuite):
                             for a, t in aliases.items() if a in tools.allowed["answer"]})
         self.calls_per_task = 3 * self.config.max_rounds + self.config.judge_attempts
         self.include_images = bool(options.get("include_images"))
+        _remove_stale_temp_files(self.config.trajectories)
         return names
 
     def routing_notes(self, toolbox: Toolbox) -> list[str]:
@@ -201,6 +202,13 @@ class AgentSuite(BaseSuite):
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return scoring.score_lines(scores)
+
+
+def _remove_stale_temp_files(directory: Path) -> None:
+    """Temp files a killed run left behind (its trajectory was never renamed into place: the task reruns)."""
+    if directory.is_dir():
+        for stale in directory.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
 
 
 def _with_budgets(protocol: Protocol, items: Any) -> Protocol:
