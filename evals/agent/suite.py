@@ -9,6 +9,7 @@ one of them is resolved before the first request, so an alias that names nothing
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,8 @@ class AgentSuite(BaseSuite):
         if len(options.get("models") or ()) > 1:
             raise ConfigError(f"the {self.name} suite evaluates one orchestrator: give --model once")
         judge = str(options.get("judge") or "judge")
-        overrides = {**routing.aliases, **parse_pairs(options.get("aliases"), "--alias")}
+        given = parse_pairs(options.get("aliases"), "--alias")
+        overrides = {**routing.aliases, **given}
         aliases: dict[str, str] = {}
         for tool, allowed in tools.allowed.items():
             for alias in allowed:
@@ -141,8 +143,8 @@ class AgentSuite(BaseSuite):
                 hint = f" (tool aliases {', '.join(used_by)} go there; map them with aliases: in the topology or " \
                        "--alias ALIAS=NAME)" if used_by else ""
                 raise ConfigError(f"{exc}{hint}") from None
-        unknown = sorted(set(overrides) - set(aliases))
-        if unknown and options.get("aliases"):
+        unknown = sorted(set(given) - set(aliases))
+        if unknown:
             raise ConfigError(f"--alias {unknown[0]}: the tools offer no such alias ({', '.join(sorted(aliases))})")
         services = [s for s in self.protocol.retrieval_services if s in routing.targets]
         if not services:
@@ -162,7 +164,7 @@ class AgentSuite(BaseSuite):
                                         timeout_s=float(options["retrieval_timeout"]),
                                         backoff_s=float(options["retrieval_backoff"])),
             sandbox=SandboxPolicy(wall_time_s=float(options["exec_timeout"]),
-                                  cpu_s=max(1, int(float(options["exec_timeout"])))),
+                                  cpu_s=math.ceil(float(options["exec_timeout"])) + 1),
             trajectories=Path(str(options.get("run_dir") or ".")) / TRAJECTORY_DIR,
             answer_formats={a: answer_format_for(served[t], answer_format)
                             for a, t in aliases.items() if a in tools.allowed["answer"]})

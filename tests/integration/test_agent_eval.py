@@ -127,7 +127,8 @@ def test_hle_scores_what_the_sim_predicts_and_every_search_carries_the_payload(t
         assert body["topk"] == 50 and body["return_scores"] is True and len(body["queries"]) == 1
         assert body["eid"] in by_id
         assert body["queries"][0] == by_id[body["eid"]]["question"][:390]
-    assert Counter(b["eid"] for b in sent) == Counter(s["id"] for s in samples if agent_rules.uses_search(s["question"]))
+    searched = Counter(s["id"] for s in samples if agent_rules.uses_search(s["question"]))
+    assert Counter(b["eid"] for b in sent) == searched
     assert any(len(by_id[b["eid"]]["question"]) > 390 for b in sent)  # long questions were cut
 
     # results, trajectories and profile events agree with each other and with the rules
