@@ -152,8 +152,8 @@ class AgentSuite(BaseSuite):
                               f"'{self.protocol.retrieval_services[-1]}', which {routing.source} does not declare")
         calls = sampling(options.get("sampling") or ())
         if judge_protocol == "cais":
-            given = [s.split("=")[0].split(".", 1)[1] for s in options.get("sampling") or () if s.startswith("judge.")]
-            calls["judge"] = {**CAIS_JUDGE_SAMPLING, **{k: calls["judge"][k] for k in given if k in calls["judge"]}}
+            keys = [s.split("=")[0].split(".", 1)[1] for s in options.get("sampling") or () if s.startswith("judge.")]
+            calls["judge"] = {**CAIS_JUDGE_SAMPLING, **{k: calls["judge"][k] for k in keys if k in calls["judge"]}}
         answer_format = str(options.get("answer_format") or "auto")
         self.config = AgentConfig(
             protocol=_with_budgets(self.protocol, options.get("budgets") or ()), tools=tools, templates=templates,
