@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from orchestra_ops.services.simllm import agent_rules, rules, tokens
 
 from orchestra_ops.runner.templates import packaged
 
-TOOLS = json.loads(open(packaged("templates/agent_tools.json")).read())
+TOOLS = json.loads(Path(packaged("templates/agent_tools.json")).read_text())
 Q = "Which instrument does the glassblower Uma Novak play?"
 
 
@@ -32,10 +33,9 @@ def test_the_orchestrator_follows_its_plan_by_the_evidence_in_the_context() -> N
     for step, tool in enumerate([*plan, "answer"]):
         call = orchestrate(context).tool_calls[0]
         assert call["name"] == tool
-        model = json.loads(call["arguments"])["model"]
-        assert model == agent_rules.aliases_of(next(t for t in TOOLS if t["function"]["name"] == tool))[
-            (int(rules._digest(Q)[18:20], 16) + step) % len(agent_rules.aliases_of(
-                next(t for t in TOOLS if t["function"]["name"] == tool)))]
+        aliases = agent_rules.aliases_of(next(t for t in TOOLS if t["function"]["name"] == tool))
+        salt = int(rules._digest(Q)[18:20], 16)
+        assert json.loads(call["arguments"])["model"] == aliases[(salt + step) % len(aliases)]
         context += "Doc 1: a document\n\n" if tool == "search" else "```output\nx\n```\n\n"
     assert agent_rules.progress("Doc 3: d\n```output\n1\n```\n```output\n2\n```") == 3
 

@@ -42,8 +42,8 @@ def test_estimate_only_when_asked_and_a_bad_path_is_an_error(tmp_path: Path) -> 
     estimate = declared_tokenizer("estimate", None)
     assert isinstance(estimate, EstimateTokenizer)
     assert asyncio.run(estimate.keep_last("abcdefghij", 2)) == ("efghij", 3)
-    with pytest.raises(ConfigError, match="neither a tokenizer.json nor a directory holding one"):
+    with pytest.raises(ConfigError, match=r"neither a tokenizer\.json nor a directory holding one"):
         declared_tokenizer(str(tmp_path / "missing"), None)
     (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(ConfigError, match="not a tokenizer.json"):
+    with pytest.raises(ConfigError, match=r"not a tokenizer\.json"):
         declared_tokenizer(str(tmp_path / "bad.json"), None)
