@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,9 @@ def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
                     "again up to this many times in all, then the task is a grader_error.", default=3, minimum=1),
         SuiteOption("exec_timeout", "--exec-timeout", "float", "Wall-time seconds of one program in the sandbox.",
                     default=60.0, minimum=0.1),
+        SuiteOption("exec_python", "--exec-python", "path", "The Python that model-written code runs under "
+                    "(default: the one running ops; pick an environment with the packages the code needs).",
+                    default=None),
         SuiteOption("retrieval_attempts", "--retrieval-attempts", "int", "Attempts per retrieval service.",
                     default=8, minimum=1),
         SuiteOption("retrieval_backoff", "--retrieval-backoff", "float", "First retrieval retry wait in seconds "
@@ -164,7 +169,8 @@ class AgentSuite(BaseSuite):
                                         timeout_s=float(options["retrieval_timeout"]),
                                         backoff_s=float(options["retrieval_backoff"])),
             sandbox=SandboxPolicy(wall_time_s=float(options["exec_timeout"]),
-                                  cpu_s=math.ceil(float(options["exec_timeout"])) + 1),
+                                  cpu_s=math.ceil(float(options["exec_timeout"])) + 1,
+                                  python=_interpreter(options.get("exec_python"))),
             trajectories=Path(str(options.get("run_dir") or ".")) / TRAJECTORY_DIR,
             answer_formats={a: answer_format_for(served[t], answer_format)
                             for a, t in aliases.items() if a in tools.allowed["answer"]})
@@ -204,6 +210,15 @@ class AgentSuite(BaseSuite):
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return scoring.score_lines(scores)
+
+
+def _interpreter(given: Any) -> str:
+    if not given:
+        return sys.executable
+    path = shutil.which(str(given))
+    if path is None:
+        raise ConfigError(f"--exec-python {given}: no such executable")
+    return path
 
 
 def _remove_stale_temp_files(directory: Path) -> None:

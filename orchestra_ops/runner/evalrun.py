@@ -200,6 +200,8 @@ def run_eval(run: PreparedRun, tee: TeeLog) -> EvalSummary:
                                  "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
                                  "suite_options": run.suite_options,
                                  "templates": {n: t.to_json() for n, t in run.templates.items()}})
+    profile = ProfileWriter(run.run_dir)
+    fleet.on_call = profile  # before any client exists: every client reports its calls
     for line in routing_lines(run.routing, run.names):
         tee.line(line)
     toolbox = Toolbox(fleet, exec_workers=options.exec_workers)
@@ -209,8 +211,6 @@ def run_eval(run: PreparedRun, tee: TeeLog) -> EvalSummary:
     tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
              f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
              f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
-    profile = ProfileWriter(run.run_dir)
-    fleet.on_call = profile
     progress = Progress(total=len(run.todo))
     controller = Controller(on_stop=tee.line)
     start = time.monotonic()

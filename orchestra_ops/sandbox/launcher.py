@@ -1,18 +1,21 @@
 """What runs first inside the sandbox, as `python -I -c SOURCE LIMITS FILTER` (never imported by ops).
 
-It lowers its own rlimits, installs the no-fork seccomp filter (sandbox/seccomp.py) and then runs
-`main.py` of its working directory as `__main__`. If the filter cannot be installed it exits 126
-without running the program: a program never runs with less isolation than was reported.
+It lowers its own rlimits (`LIMITS` is `NAME=SOFT:HARD,…`), installs the no-fork seccomp filter
+when it is given (hex; under bubblewrap the filter is installed by bubblewrap itself and this is
+empty) and runs `main.py` of its working directory as `__main__`. If the filter cannot be installed
+it exits 126 without running the program: a program never runs with less isolation than reported.
+It imports as little as it can: every program pays for its imports.
 """
 
 LAUNCHER = r'''
-import ctypes, json, os, resource, runpy, sys
-limits = json.loads(sys.argv[1])
-for name, value in limits.items():
-    which = getattr(resource, name)
-    resource.setrlimit(which, (value[0], value[1]))
-program = bytes.fromhex(sys.argv[2])
-if program:
+import os, resource, sys
+for item in sys.argv[1].split(","):
+    name, _, values = item.partition("=")
+    soft, _, hard = values.partition(":")
+    resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
+if sys.argv[2]:
+    import ctypes
+    program = bytes.fromhex(sys.argv[2])
     class Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
     libc = ctypes.CDLL(None, use_errno=True)
@@ -24,8 +27,11 @@ if program:
         sys.stderr.write("sandbox: cannot install the seccomp filter (errno %d); not running the program\n"
                          % ctypes.get_errno())
         sys.exit(126)
-del ctypes, json, limits, program
+    del ctypes, program, Fprog, libc, fprog, pointer
 sys.argv = ["main.py"]
 sys.path.insert(0, os.getcwd())
-runpy.run_path("main.py", run_name="__main__")
+with open("main.py", "rb") as source:
+    code = compile(source.read(), "main.py", "exec")
+del item, name, values, soft, hard, source
+exec(code, {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__})
 '''

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -88,8 +87,9 @@ class Sandbox:
         inside = INSIDE_DIR if self.isolation.bwrap else str(workdir)
         env = {"PATH": SAFE_PATH, "HOME": inside, "TMPDIR": inside, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
-        program = [policy.python, "-I", "-c", LAUNCHER, json.dumps(self._limits(policy)),
-                   (self.isolation.seccomp or b"").hex()]
+        limits = ",".join(f"{name}={soft}:{hard}" for name, (soft, hard) in self._limits(policy).items())
+        in_launcher = b"" if self.isolation.bwrap else (self.isolation.seccomp or b"")
+        program = [policy.python, "-I", "-c", LAUNCHER, limits, in_launcher.hex()]
         if not self.isolation.bwrap:
             return program, env, str(workdir)
         argv = [self.isolation.bwrap, *namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -114,9 +114,15 @@ class Sandbox:
             (workdir / "main.py").write_text(code, encoding="utf-8")
             argv, env, cwd = self._command(workdir, policy)
             start = time.monotonic()
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
+            filter_fd = self._filter_fd(argv)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+                    pass_fds=() if filter_fd is None else (filter_fd,))
+            finally:
+                if filter_fd is not None:
+                    os.close(filter_fd)
             try:
                 return await self._collect(proc, start, policy)
             finally:
@@ -125,6 +131,19 @@ class Sandbox:
                     await proc.wait()
         finally:
             _remove_tree(workdir)
+
+    def _filter_fd(self, argv: list[str]) -> int | None:
+        """Under bubblewrap, `--seccomp FD` reads the filter from a pipe (inserted before `--`)."""
+        if not (self.isolation.bwrap and self.isolation.seccomp):
+            return None
+        read, write = os.pipe()
+        try:
+            os.write(write, self.isolation.seccomp)
+        finally:
+            os.close(write)
+        argv.insert(argv.index("--"), str(read))
+        argv.insert(argv.index("--") - 1, "--seccomp")
+        return read
 
     async def _collect(self, proc: asyncio.subprocess.Process, start: float, policy: SandboxPolicy) -> ExecResult:
         assert proc.stdout is not None and proc.stderr is not None

@@ -134,6 +134,11 @@ def test_hle_scores_what_the_sim_predicts_and_every_search_carries_the_payload(t
     # results, trajectories and profile events agree with each other and with the rules
     records = {r["id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
     events = read_jsonl(run_dir / "profile.jsonl")
+    calls = Counter(e["role"] for e in events if e["type"] == "model_call" and e["status"] == "ok")
+    assert calls["orchestrator"] == sum(r["rounds"] for r in records.values())  # every call, every role
+    assert (calls["search"], calls["reasoner"], calls["answer"], calls["judge"]) == (
+        want["tools"]["search"], want["tools"]["enhance_reasoning"], want["tools"]["answer"], want["judge_calls"])
+    assert all(e["task"] in records for e in events)
     tool_events = [e for e in events if e["type"] == "tool_call"]
     assert len(tool_events) == sum(len(r["calls"]) for r in records.values())
     for event in tool_events:

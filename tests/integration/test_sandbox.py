@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestra_ops.sandbox import Sandbox, SandboxPolicy, detect_isolation
+from orchestra_ops.sandbox import ExecResult, Isolation, Sandbox, SandboxPolicy, detect_isolation
 from tests.helpers import REPO
 
 ISOLATION = detect_isolation()
@@ -177,3 +177,22 @@ def test_at_most_workers_run_at_once_and_a_cancelled_caller_kills_its_program() 
     assert most == 2 and outputs == [f"{i}\n" for i in range(6)]
     leftovers = [p for p in psutil.Process().children(recursive=True) if "runpy.run_path" in " ".join(p.cmdline())]
     assert leftovers == []  # nothing of the cancelled program is left
+
+
+@needs_seccomp
+def test_without_bubblewrap_the_limits_and_the_filter_still_hold() -> None:
+    alone = Isolation(None, ISOLATION.seccomp, "bubblewrap left out by the test")
+    assert alone.describe().startswith("limits alone (bubblewrap left out by the test; the program can reach")
+
+    async def main() -> list[ExecResult]:
+        sandbox = Sandbox(SandboxPolicy(wall_time_s=5, workers=2), isolation=alone)
+        return list(await asyncio.gather(
+            sandbox.run("import os\nmade = 0\nfor _ in range(20):\n    try:\n        pid = os.fork()\n"
+                        "    except OSError:\n        continue\n    if pid == 0:\n        os._exit(0)\n"
+                        "    made += 1\nprint(made, sorted(os.environ))\n"),
+            sandbox.run("while True:\n    pass\n", SandboxPolicy(wall_time_s=1, cpu_s=5))))
+
+    forks, loop = asyncio.run(main())
+    made, names = forks.stdout.split(" ", 1)
+    assert made == "0" and "OPENAI_API_KEY" not in names and "'HOME'" in names
+    assert loop.timed_out
