@@ -50,8 +50,8 @@ class Baseline:
     def tool(self, args: dict[str, Any]) -> dict[str, Any]:
         name, q, ctx = args["tool"], args["problem"], args["context"]
         if name == "search":
-            reply = self.call("search", [{"role": "user", "content": self.t["query_writer"].render(context=ctx, problem=q)}],
-                              temperature=0.2, max_tokens=8000)
+            prompt = self.t["query_writer"].render(context=ctx, problem=q)
+            reply = self.call("search", [{"role": "user", "content": prompt}], temperature=0.2, max_tokens=8000)
             query = (reply.choices[0].message.content or "").split("<query>")[-1].split("</query>")[0]
             host, port = random.choice(self.endpoints["retrieval"])
             hits = httpx.post(f"http://{host}:{port}/retrieve", json={"queries": [query[:390]], "topk": 50,
@@ -59,8 +59,8 @@ class Baseline:
                               timeout=httpx.Timeout(60, connect=3)).json()
             args["docs"] = [h["document"]["content"] for h in hits[0]]
         elif name == "enhance_reasoning":
-            reply = self.call("reasoner", [{"role": "user", "content": self.t["code_writer"].render(context=ctx, problem=q)}],
-                              temperature=0.2, max_tokens=8000)
+            prompt = self.t["code_writer"].render(context=ctx, problem=q)
+            reply = self.call("reasoner", [{"role": "user", "content": prompt}], temperature=0.2, max_tokens=8000)
             code = (reply.choices[0].message.content or "").split("```python")[-1].split("```")[0]
             path = self.workdir / f"exec_{args['id']}_{args['step']}.py"
             path.write_text(code)

@@ -16,7 +16,8 @@ from aiohttp import web
 
 def main() -> None:
     port, delay_ms, corpus = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-    docs = [json.loads(line) for line in open(corpus, encoding="utf-8") if line.strip()]
+    with open(corpus, encoding="utf-8") as handle:
+        docs = [json.loads(line) for line in handle if line.strip()]
 
     async def retrieve(request: web.Request) -> web.Response:
         body = await request.json()
