@@ -44,7 +44,7 @@ def write_trajectory(directory: Path, task_id: Any, data: dict[str, Any]) -> str
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False, default=str)
+            handle.write(json.dumps(data, ensure_ascii=False, default=str))  # dumps: the C encoder, one write
         os.replace(tmp, directory / name)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
