@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole flow on this machine with simulated engines and a CPU retrieval index.
-#   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status -> ops down
+#   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status
+#   -> ops eval hle (then --resume) -> ops down
 # State goes where `ops` keeps it by default (.ops/local), the run to runs/chat-local; inputs are
 # generated under demo/. `ops down` runs even when a step fails. Run it again: the eval resumes.
 set -euo pipefail
@@ -23,8 +24,8 @@ with open(demo / "questions.jsonl", "w") as f:
         f.write(json.dumps({"id": f"q{i:03d}", "prompt": f"In one word, what limits {topics[i % 8]}? ({i})"}) + "\n")
 PY
 
-if [ ! -f "$INDEX/eval.index" ]; then
-  "${OPS[@]}" index build "$DEMO/corpus.jsonl" --out "$INDEX"
+if [ ! -f "$INDEX/eval.index" ]; then  # the bundled synthetic corpus the hle/frames demo searches
+  "${OPS[@]}" index build evals/data/agent_corpus.jsonl --out "$INDEX"
 fi
 
 "${OPS[@]}" plan topologies/local.yaml
@@ -33,3 +34,9 @@ trap '"${OPS[@]}" down local || true' EXIT
 "${OPS[@]}" health
 "${OPS[@]}" eval chat --dataset "$DEMO/questions.jsonl" --model answer --topology local --resume --concurrency 64
 "${OPS[@]}" eval-status runs/chat-local
+
+# hle: the orchestrator agent loop (search, enhance_reasoning in the sandbox, answer, judge) over the
+# sims and the CPU index, on the bundled synthetic HLE-shaped questions; then --resume, which finds
+# nothing left to run and shows the same accuracy from the run dir.
+"${OPS[@]}" eval hle --topology local --resume --concurrency 64
+"${OPS[@]}" eval hle --topology local --resume

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests use (tmux, slurm, munge, sshd), when run as root and
+# Installs the system packages the tests use (tmux, slurm, munge, sshd, bubblewrap), when run as root and
 # when they are missing. Nothing starts at install; the tests start what they need themselves.
 set -euo pipefail
 need=()
@@ -8,6 +8,7 @@ command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)  # the sandbox of model-written code (no network)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

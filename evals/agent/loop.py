@@ -6,7 +6,8 @@ whose reply has no valid call is recorded with its codes and consumed. The first
 (its alias goes to the role or model the routing maps it to); `answer` ends the task. `max_rounds`
 without an answer is a wrong answer with status ok. A failed orchestrator, expert or judge call
 ends the task with status error (TaskFailed keeps its rounds and calls); a judge that never gave a
-verdict that parses ends it as `grader_error`, which the score leaves out and counts.
+verdict that parses ends it as `grader_error`, which the score leaves out and counts. Under
+--retry-failed a grader_error task only asks the judge again about the answer it already has.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 
 from orchestra_ops.evals.agent.config import AgentConfig
 from orchestra_ops.evals.agent.context import Budgeted, Evidence, orchestrator_context
-from orchestra_ops.evals.agent.records import write_trajectory
-from orchestra_ops.evals.agent.tools import TOOLS, AnswerResult, TaskState
+from orchestra_ops.evals.agent.records import read_trajectory, write_trajectory
+from orchestra_ops.evals.agent.tools import TOOLS, AnswerResult, TaskState, grade
 from orchestra_ops.evals.agent.toolspec import check_calls
 
 from orchestra_ops.client.errors import CallError
@@ -28,6 +29,10 @@ from orchestra_ops.runner.suite import TaskContext
 
 
 async def run_task(sample: Sample, ctx: TaskContext, config: AgentConfig) -> dict[str, Any]:
+    if ctx.previous and ctx.previous.get("error_type") == "grader_error":
+        regraded = await regrade(sample, ctx, config, ctx.previous)
+        if regraded is not None:
+            return regraded
     question, gold = str(sample["question"]), str(sample["answer"])
     budget = Budgeted(ctx.tokenizer(config.orchestrator), question)
     state = TaskState(task_id=sample["id"], eid=sample.get("_eid"), question=question, gold=gold, ctx=ctx,
@@ -95,5 +100,39 @@ async def run_task(sample: Sample, ctx: TaskContext, config: AgentConfig) -> dic
         raise TaskFailed(error.kind, f"round {state.round}: {error.message}", fields)
     if answer is not None and answer.correct is None:
         raise TaskFailed("grader_error", f"the judge gave no verdict that parses in {config.judge_attempts} "
+                         "attempt(s); left out of the score", fields)
+    return fields
+
+
+async def regrade(sample: Sample, ctx: TaskContext, config: AgentConfig, previous: dict[str, Any]
+                  ) -> dict[str, Any] | None:
+    """A grader_error rerun (--retry-failed) asks the judge again about the answer it already has;
+    None when the trajectory holds no answer (the task then runs again from the start)."""
+    run_dir = config.trajectories.parent
+    trajectory = read_trajectory(run_dir, previous)
+    rounds = (trajectory or {}).get("rounds") or []
+    turn = rounds[-1].get("tool") if rounds else None
+    if trajectory is None or not isinstance(turn, dict) or turn.get("tool") != "answer" or "response" not in turn:
+        return None
+    question, gold = str(sample["question"]), str(sample["answer"])
+    budget = Budgeted(ctx.tokenizer(config.orchestrator), question)
+    state = TaskState(task_id=sample["id"], eid=sample.get("_eid"), question=question, gold=gold, ctx=ctx,
+                      config=config, evidence=Evidence(), budget=budget)
+    start = time.monotonic()
+    graded = await grade(state, str(turn["response"]), str(turn.get("pred", "")))
+    turn.update(correctness=bool(graded.correct), grade=graded.grade,
+                _judge_ms=round((time.monotonic() - start) * 1000, 3))
+    if graded.judge is not None:
+        turn["judge_response"] = graded.judge
+    fields: dict[str, Any] = {k: previous[k] for k in ("pred", "rounds", "answered", "invalid", "calls")
+                              if k in previous}
+    fields.update(correct=bool(graded.correct), grade=graded.grade, regraded=True)
+    if graded.judge is not None:
+        fields["judge"] = {"correct": graded.judge["correct"], "confidence": graded.judge["confidence"]}
+    trajectory.update(status="ok" if graded.correct is not None else "error", correct=fields["correct"],
+                      grade=graded.grade, regraded=True)
+    fields["trajectory"] = write_trajectory(config.trajectories, sample["id"], trajectory)
+    if graded.correct is None:
+        raise TaskFailed("grader_error", f"the judge again gave no verdict that parses in {config.judge_attempts} "
                          "attempt(s); left out of the score", fields)
     return fields

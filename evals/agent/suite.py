@@ -174,7 +174,8 @@ class AgentSuite(BaseSuite):
             trajectories=Path(str(options.get("run_dir") or ".")) / TRAJECTORY_DIR,
             answer_formats={a: answer_format_for(served[t], answer_format)
                             for a, t in aliases.items() if a in tools.allowed["answer"]})
-        self.calls_per_task = 3 * self.config.max_rounds + self.config.judge_attempts
+        # an orchestrator and an expert call a round, then the judge: the default task deadline
+        self.calls_per_task = 2 * self.config.max_rounds + self.config.judge_attempts
         self.include_images = bool(options.get("include_images"))
         _remove_stale_temp_files(self.config.trajectories)
         return names

@@ -188,7 +188,7 @@ async def answer(state: TaskState, alias: str, target: str) -> ToolResult:
     turn.update(response=response, pred=pred, answer_format=answer_format, _expert_ms=_ms(expert_s))
     judge_start = time.monotonic()
     try:
-        graded = await _grade(state, response, pred)
+        graded = await grade(state, response, pred)
     except CallError as exc:
         result.error = CallError(f"judge_{exc.kind}", f"the judge failed: {exc.message}", attempts=exc.attempts,
                                  replica=exc.replica)
@@ -206,7 +206,7 @@ async def answer(state: TaskState, alias: str, target: str) -> ToolResult:
     return _finish(state, result, start_wall, start, expert_s, parts)
 
 
-async def _grade(state: TaskState, response: str, pred: str) -> AnswerResult:
+async def grade(state: TaskState, response: str, pred: str) -> AnswerResult:
     cfg = state.config
     if cfg.judge_protocol == "cais":
         if not response.strip():

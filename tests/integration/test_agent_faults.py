@@ -160,6 +160,24 @@ def test_a_judge_that_never_parses_is_a_counted_grader_error(tmp_path: Path,
     assert scores["accuracy"] == 1.0
     assert "grader errors (left out of the score): 6" in out.stdout
 
+    # --retry-failed with a judge that answers: only the judge is asked again, about the same answers
+    healthy = sim_server("sim/judge", args=["--latency-ms", "2"])
+    endpoints = Path(env["OPS_HOME"]) / "agenttest" / "model_config.json"
+    config = json.loads(endpoints.read_text())
+    config["sim/judge"] = [{"ip_addr": "127.0.0.1", "port": healthy.port}]
+    endpoints.write_text(json.dumps(config))
+    before = (_requests(sims["orchestrator"]), _requests(sims["experts"]))
+    again = _run([*topology, "--run-dir", str(run_dir), "--retry-failed"], env)
+    assert "6 to run" in again.stdout
+    assert (_requests(sims["orchestrator"]), _requests(sims["experts"])) == before and _requests(healthy) == 6
+    final = {r["id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
+    assert all(final[k]["regraded"] and final[k]["status"] == "ok" and
+               final[k]["correct"] == rules.token_is_right(rules.answer_token(rows[int(k[1:])]["question"]))
+               for k in judged)
+    scores = json.loads((run_dir / "scores.json").read_text())
+    assert (scores["grader_errors"], scores["scored"]) == (0, 12)
+    assert scores["correct"] == 6 + sum(final[k]["correct"] for k in judged)
+
 
 def test_code_that_never_ends_is_stopped_and_the_run_goes_on(tmp_path: Path,
                                                              sim_server: Callable[..., SimServer]) -> None:
