@@ -8,6 +8,7 @@ one of them is resolved before the first request, so an alias that names nothing
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import shutil
@@ -58,7 +59,7 @@ def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
                     "How the answer expert marks its answer: <answer> tags, \\boxed{}, or auto (\\boxed{} for "
                     "Qwen2.5-Math models, <answer> otherwise).", default="auto", choices=ANSWER_FORMATS),
         SuiteOption("aliases", "--alias", "str", "ALIAS=ROLE_OR_MODEL: where a tool alias goes (overrides the "
-                    "topology's aliases:).", multiple=True, default=()),
+                    "topology's aliases:; ALIAS may be a pattern, e.g. 'search-*').", multiple=True, default=()),
         SuiteOption("budgets", "--budget", "str", "NAME=TOKENS: a context budget (orchestrator_context, "
                     "orchestrator_code, expert_context, expert_code, answer_code, *_doc_chars).",
                     multiple=True, default=()),
@@ -133,11 +134,15 @@ class AgentSuite(BaseSuite):
             raise ConfigError(f"the {self.name} suite evaluates one orchestrator: give --model once")
         judge = str(options.get("judge") or "judge")
         given = parse_pairs(options.get("aliases"), "--alias")
-        overrides = {**routing.aliases, **given}
+        everyone = [alias for allowed in tools.allowed.values() for alias in allowed]
+        unknown = sorted(p for p in given if not fnmatch.filter(everyone, p))
+        if unknown:
+            raise ConfigError(f"--alias {unknown[0]}: the tools offer no such alias ({', '.join(sorted(everyone))})")
         aliases: dict[str, str] = {}
         for tool, allowed in tools.allowed.items():
             for alias in allowed:
-                aliases[alias] = overrides.get(alias, TOOL_ROLES[tool])
+                matched = [target for pattern, target in given.items() if fnmatch.fnmatchcase(alias, pattern)]
+                aliases[alias] = matched[-1] if matched else routing.aliases.get(alias, TOOL_ROLES[tool])
         names = [orchestrator, judge, *sorted(set(aliases.values()))]
         served = {}
         for name in names:
@@ -148,9 +153,6 @@ class AgentSuite(BaseSuite):
                 hint = f" (tool aliases {', '.join(used_by)} go there; map them with aliases: in the topology or " \
                        "--alias ALIAS=NAME)" if used_by else ""
                 raise ConfigError(f"{exc}{hint}") from None
-        unknown = sorted(set(given) - set(aliases))
-        if unknown:
-            raise ConfigError(f"--alias {unknown[0]}: the tools offer no such alias ({', '.join(sorted(aliases))})")
         services = [s for s in self.protocol.retrieval_services if s in routing.targets]
         if not services:
             raise ConfigError(f"the {self.name} suite searches with the retrieval service "
