@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from orchestra_ops.evals.frames import FramesSuite
+from orchestra_ops.evals.hle import HleSuite
 
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.evals.frames import FramesSuite
-from orchestra_ops.evals.hle import HleSuite
 from orchestra_ops.runner.templates import load_templates
 
 
@@ -51,7 +51,7 @@ def test_an_endpoints_file_without_the_tool_roles_is_refused_naming_the_aliases(
     with pytest.raises(ConfigError, match=r"'search' is neither a role .*tool aliases search-1, search-2, search-3 go "
                                           r"there; map them with aliases: in the topology or --alias ALIAS=NAME"):
         suite.prepare(routing(["orchestrator", "reasoner", "answer", "judge"]), options(suite, tmp_path))
-    with pytest.raises(ConfigError, match="retrieval service 'retrieval', which t.yaml does not declare"):
+    with pytest.raises(ConfigError, match=r"retrieval service 'retrieval', which t\.yaml does not declare"):
         suite.prepare(routing(ROLES, services=()), options(suite, tmp_path))
     frames = FramesSuite()
     frames.prepare(routing(ROLES, services=("wiki_retrieval",)), options(frames, tmp_path))
@@ -65,9 +65,9 @@ def test_cais_sampling_budgets_and_option_errors(tmp_path: Path) -> None:
     assert suite.config.sampling["judge"] == {"max_completion_tokens": 4096}
     assert suite.config.sampling["answer"]["max_tokens"] == 99
     assert suite.config.protocol.budgets.expert_context == 100
-    with pytest.raises(ConfigError, match="--budget 'context=5': expected NAME=TOKENS"):
+    with pytest.raises(ConfigError, match=r"--budget 'context=5': expected NAME=TOKENS"):
         suite.prepare(routing(ROLES), options(suite, tmp_path, budgets=("context=5",)))
-    with pytest.raises(ConfigError, match="--sampling 'temperature=1': expected CALL.KEY=VALUE"):
+    with pytest.raises(ConfigError, match=r"--sampling 'temperature=1': expected CALL\.KEY=VALUE"):
         suite.prepare(routing(ROLES), options(suite, tmp_path, sampling=("temperature=1",)))
     with pytest.raises(ConfigError, match="evaluates one orchestrator"):
         suite.prepare(routing(ROLES), options(suite, tmp_path, models=["a", "b"]))
