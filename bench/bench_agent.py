@@ -135,6 +135,33 @@ def _baseline_run(endpoints: dict[str, list[tuple[str, int]]], rows: list[dict[s
             "correct": sum(1 for r in done if r["correct"]), "errors": len(results) - len(done)}
 
 
+def _resume_times(lines: int = 50_000) -> tuple[list[float], int]:
+    """Open a results.jsonl of `lines` agent records (3 tool calls each) and compute what is left to run."""
+    from orchestra_ops.runner.evalrun import select_tasks
+    from orchestra_ops.runner.results import ResultsStore
+
+    call = {"round": 0, "tool": "search", "alias": "search-2", "model": "openai/gpt-oss-20b",
+            "replica": "10.0.0.12:1840", "status": "ok", "expert_ms": 2512.331, "retrieval_ms": 204.118,
+            "documents": 50}
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(Path(tmp) / "results.jsonl", "w", encoding="utf-8") as handle:
+            for i in range(lines):
+                record = {"id": f"{i:024x}", "status": "ok", "correct": i % 3 == 0, "pred": "42", "grade": "judge",
+                          "rounds": 3, "answered": True, "invalid": {}, "calls": [call, {**call, "round": 1},
+                                                                                   {**call, "round": 2}],
+                          "trajectory": f"trajectories/{i:024x}.json", "elapsed": 83.2}
+                handle.write(json.dumps(record) + "\n")
+        size = (Path(tmp) / "results.jsonl").stat().st_size
+        samples = [{"id": f"{i:024x}"} for i in range(lines + 1_000)]
+        for _ in range(3):
+            start = time.perf_counter()
+            left = select_tasks(samples, ResultsStore(tmp), resume=True, retry_failed=False)
+            times.append(time.perf_counter() - start)
+            assert len(left) == 1_000
+    return times, size
+
+
 def main() -> int:
     print(f"load average before: {os.getloadavg()} (cores: {os.cpu_count()}); {TASKS} tasks")
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -184,6 +211,9 @@ def main() -> int:
           f">= 0.9 {'met' if bound / ours['wall_s'] >= 0.9 else 'MISSED'}")
     print(f"  ops / original pattern: {theirs['wall_s'] / ours['wall_s']:.1f}x faster; ops CPU {ours['cpu_s']:.1f} s "
           f"for {TASKS} tasks (CPU/task: this process only, not the sims or the programs it ran)")
+    times, size = _resume_times()
+    _table(f"resume: open a 50,000-line results.jsonl of agent records ({size / 1e6:.1f} MB) and pick the tasks left",
+           ["runs", "best s", "worst s"], [[str(len(times)), f"{min(times):.3f}", f"{max(times):.3f}"]])
     print(f"load average after: {os.getloadavg()}")
     return 0
 
