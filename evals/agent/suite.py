@@ -27,6 +27,7 @@ from orchestra_ops.evals.agent.toolspec import load_tools
 
 from orchestra_ops.client.retrieval import RetrievalSettings
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.client.tokenizer import declared_tokenizer
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.results import TaskId
@@ -153,6 +154,8 @@ class AgentSuite(BaseSuite):
                 hint = f" (tool aliases {', '.join(used_by)} go there; map them with aliases: in the topology or " \
                        "--alias ALIAS=NAME)" if used_by else ""
                 raise ConfigError(f"{exc}{hint}") from None
+        orchestrator_target = routing.chat_target(orchestrator)
+        declared_tokenizer(orchestrator_target.tokenizer, orchestrator_target.checkpoint)  # a bad path fails now
         services = [s for s in self.protocol.retrieval_services if s in routing.targets]
         if not services:
             raise ConfigError(f"the {self.name} suite searches with the retrieval service "
