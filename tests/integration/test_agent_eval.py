@@ -279,9 +279,15 @@ def test_every_prompt_fits_its_budget_by_the_sims_tokenizer(tmp_path: Path, stac
         _eval("hle", [*topology, "--run-dir", str(run_dir), "--limit", "40", "--max-rounds", "6",
                       *[f"--budget={k}={v}" for k, v in budgets.items()]], env)
         prompts = [body for _, body in orch.posts("/v1/chat/completions")]
-        expert_prompts = [body["messages"][-1]["content"] for _, body in experts.posts("/v1/chat/completions")]
+        expert_bodies = [body for _, body in experts.posts("/v1/chat/completions")]
+        expert_prompts = [body["messages"][-1]["content"] for body in expert_bodies]
         tokenized = orch.posts("/tokenize")
     assert tokenized, "the budgets were counted by the replica's /tokenize"
+    # the reference's sampling per call, with the role's request_defaults (Qwen3 non-thinking) merged in
+    assert all(b["temperature"] == 1.0 and b["max_tokens"] == 12000 and len(b["tools"]) == 3
+               and "tool_choice" not in b for b in prompts)
+    assert all(b["temperature"] == 0.2 and b["max_tokens"] == 8000
+               and b["chat_template_kwargs"] == {"enable_thinking": False} for b in expert_bodies)
     cut = 0
     for body in prompts:
         text = body["messages"][1]["content"]
