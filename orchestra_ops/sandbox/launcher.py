@@ -1,6 +1,7 @@
-"""What runs first inside the sandbox, as `python -I -c SOURCE LIMITS FILTER` (never imported by ops).
+"""What runs first inside the sandbox, as `python -I -c SOURCE LIMITS FILTER SOURCE_FROM` (never imported).
 
-It lowers its own rlimits (`LIMITS` is `NAME=SOFT:HARD,…`), installs the no-fork seccomp filter
+With SOURCE_FROM `stdin` it first reads the program from stdin into `main.py` (then stdin is
+/dev/null). It lowers its own rlimits (`LIMITS` is `NAME=SOFT:HARD,…`), installs the no-fork seccomp filter
 when it is given (hex; under bubblewrap the filter is installed by bubblewrap itself and this is
 empty) and runs `main.py` of its working directory as `__main__`. If the filter cannot be installed
 it exits 126 without running the program: a program never runs with less isolation than reported.
@@ -9,6 +10,12 @@ It imports as little as it can: every program pays for its imports.
 
 LAUNCHER = r'''
 import os, resource, sys
+if sys.argv[3] == "stdin":
+    with open("main.py", "wb") as target:
+        target.write(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 for item in sys.argv[1].split(","):
     name, _, values = item.partition("=")
     soft, _, hard = values.partition(":")

@@ -35,6 +35,7 @@ class SandboxPolicy:
     memory_bytes: int = 4096 * MIB  # RLIMIT_AS
     file_bytes: int = 64 * MIB  # RLIMIT_FSIZE: the largest file it may write
     open_files: int = 256  # RLIMIT_NOFILE
+    disk_bytes: int = 256 * MIB  # the program's own tmpfs under bubblewrap (its directory and /tmp)
     output_bytes: int = 1 * MIB  # stdout kept; more than this kills the program (output marked truncated)
     stderr_bytes: int = 8192  # the head of stderr kept for the record
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # programs running at once

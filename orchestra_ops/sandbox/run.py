@@ -1,9 +1,10 @@
 """Sandbox.run(code): one program, its own empty temp dir, a bounded number at once.
 
-Order of work: wait for a worker slot (`policy.workers`); make a fresh directory and write the
-code to `main.py`; start `python -I` through the launcher (sandbox/launcher.py) with an
-environment built from scratch (PATH, HOME, TMPDIR, LANG: no provider key, no variable of ours),
-inside bubblewrap when the machine has it, in a new session (its own process group); read stdout
+Order of work: wait for a worker slot (`policy.workers`); start `python -I` through the launcher
+(sandbox/launcher.py) with an environment built from scratch (PATH, HOME, TMPDIR, LANG: no provider
+key, no variable of ours), in a new session (its own process group). Under bubblewrap the program's
+directory is `/tmp/work` in a tmpfs of its own (`disk_bytes`), the code goes in through stdin and
+nothing touches this machine's disk; without it, a fresh temp directory holds `main.py`. Read stdout
 up to `output_bytes` (more kills it: output marked truncated) and the head of stderr; after
 `wall_time_s` kill the whole process group (with bubblewrap the PID namespace dies with it);
 always remove the directory. A cancelled caller (a task deadline) kills the program too.
@@ -73,8 +74,10 @@ class Sandbox:
 
     def describe(self, policy: SandboxPolicy | None = None) -> str:
         p = policy or self.policy
+        disk = f", {p.disk_bytes // (1024 * 1024)} MiB disk" if self.isolation.bwrap else ""
         return (f"{self.isolation.describe()}; {self.policy.workers} at once, {p.wall_time_s:g} s wall time, "
-                f"{p.cpu_s} s CPU, {p.memory_bytes // (1024 * 1024)} MiB memory, {p.output_bytes // 1024} KiB output")
+                f"{p.cpu_s} s CPU, {p.memory_bytes // (1024 * 1024)} MiB memory{disk}, "
+                f"{p.output_bytes // 1024} KiB output")
 
     @staticmethod
     def _limits(p: SandboxPolicy) -> dict[str, tuple[int, int]]:
@@ -82,18 +85,21 @@ class Sandbox:
                 "RLIMIT_FSIZE": (p.file_bytes, p.file_bytes), "RLIMIT_NOFILE": (p.open_files, p.open_files),
                 "RLIMIT_CORE": (0, 0)}
 
-    def _command(self, workdir: Path, policy: SandboxPolicy) -> tuple[list[str], dict[str, str], str]:
-        """argv, environment and working directory of one run."""
-        inside = INSIDE_DIR if self.isolation.bwrap else str(workdir)
+    def _command(self, workdir: Path | None, policy: SandboxPolicy) -> tuple[list[str], dict[str, str], str]:
+        """argv, environment and working directory of one run (`workdir` None: under bubblewrap)."""
+        inside = INSIDE_DIR if workdir is None else str(workdir)
         env = {"PATH": SAFE_PATH, "HOME": inside, "TMPDIR": inside, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
         limits = ",".join(f"{name}={soft}:{hard}" for name, (soft, hard) in self._limits(policy).items())
-        in_launcher = b"" if self.isolation.bwrap else (self.isolation.seccomp or b"")
-        program = [policy.python, "-I", "-c", LAUNCHER, limits, in_launcher.hex()]
-        if not self.isolation.bwrap:
+        in_launcher = b"" if workdir is None else (self.isolation.seccomp or b"")
+        program = [policy.python, "-I", "-c", LAUNCHER, limits, in_launcher.hex(), "stdin" if workdir is None else ""]
+        if workdir is not None:
             return program, env, str(workdir)
+        assert self.isolation.bwrap is not None
+        # the program's directory lives in its own size-bounded tmpfs: nothing of it is on this machine's disk
         argv = [self.isolation.bwrap, *namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--bind", str(workdir), INSIDE_DIR, "--chdir", INSIDE_DIR, "--clearenv"]
+                "--size", str(policy.disk_bytes), "--tmpfs", "/tmp", "--dir", INSIDE_DIR, "--chdir", INSIDE_DIR,
+                "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
         return [*argv, "--", *program], env, "/"
@@ -109,28 +115,35 @@ class Sandbox:
                 self.running -= 1
 
     async def _run(self, code: str, policy: SandboxPolicy) -> ExecResult:
-        workdir = Path(tempfile.mkdtemp(prefix="ops-exec-", dir=self.base_dir))
+        workdir = None if self.isolation.bwrap else Path(tempfile.mkdtemp(prefix="ops-exec-", dir=self.base_dir))
         try:
-            (workdir / "main.py").write_text(code, encoding="utf-8")
+            if workdir is not None:
+                (workdir / "main.py").write_text(code, encoding="utf-8")
             argv, env, cwd = self._command(workdir, policy)
             start = time.monotonic()
             filter_fd = self._filter_fd(argv)
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
-                    pass_fds=() if filter_fd is None else (filter_fd,))
+                    *argv, stdin=asyncio.subprocess.DEVNULL if workdir else asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
+                    start_new_session=True, pass_fds=() if filter_fd is None else (filter_fd,))
             finally:
                 if filter_fd is not None:
                     os.close(filter_fd)
             try:
+                if proc.stdin is not None:  # the code goes in through stdin: the launcher writes main.py inside
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        proc.stdin.write(code.encode("utf-8"))
+                        await proc.stdin.drain()
+                    proc.stdin.close()
                 return await self._collect(proc, start, policy)
             finally:
                 _kill_group(proc)
                 with contextlib.suppress(ProcessLookupError):
                     await proc.wait()
         finally:
-            _remove_tree(workdir)
+            if workdir is not None:
+                _remove_tree(workdir)
 
     def _filter_fd(self, argv: list[str]) -> int | None:
         """Under bubblewrap, `--seccomp FD` reads the filter from a pipe (inserted before `--`)."""

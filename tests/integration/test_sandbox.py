@@ -105,6 +105,16 @@ def test_writing_outside_its_directory_fails(tmp_path: Path) -> None:
         shutil.rmtree(outside, ignore_errors=True)
 
 
+@needs_bwrap
+def test_its_disk_is_a_bounded_tmpfs_of_its_own() -> None:
+    code = ("import os\nwritten = 0\ntry:\n    for i in range(8):\n        with open(f'f{i}', 'wb') as f:\n"
+            "            f.write(b'x' * 2 ** 20)\n        written += 1\nexcept OSError as exc:\n"
+            "    print(written, exc.errno)\nprint(os.getcwd())\n")
+    result = run(code, SandboxPolicy(wall_time_s=20, disk_bytes=4 * 2 ** 20, workers=1))
+    full, cwd = result.stdout.splitlines()  # type: ignore[attr-defined]
+    assert full.split()[1] == "28" and int(full.split()[0]) < 4 and cwd == "/tmp/work"  # ENOSPC
+
+
 def _processes_under(pid: int) -> int:
     try:
         return len(psutil.Process(pid).children(recursive=True))
