@@ -13,6 +13,8 @@ SUITES: dict[str, str] = {
     "gsm8k": "opencompass.gsm8k:Gsm8kSuite",
     "mmlu": "opencompass.mmlu:MmluSuite",
     "healthbench": "healthbench:HealthBenchSuite",
+    "hle": "hle:HleSuite",
+    "frames": "frames:FramesSuite",
 }
 
 

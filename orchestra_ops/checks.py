@@ -61,8 +61,8 @@ MANAGED_ENV: dict[str, str] = {
 
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _names, _node_backends,
-                  check_lora):
+    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _aliases, _names,
+                  _node_backends, check_lora):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     return problems
@@ -173,6 +173,20 @@ def _roles(topology: Topology) -> Iterator[Problem]:
         if target not in targets:
             known = ", ".join(targets) or "nothing is declared"
             yield ("roles", role), f"'{target}' names no model, service or provider ({known})"
+
+
+def _aliases(topology: Topology) -> Iterator[Problem]:
+    """A tool alias names a role or a model/provider (never a service); a role it names must exist."""
+    chat = set(topology.models) | set(topology.providers)
+    for alias, target in topology.aliases.items():
+        if target in topology.services:
+            yield ("aliases", alias), f"'{target}' is a service; an alias names a role or a model that answers chats"
+        elif target in topology.roles:
+            if topology.roles[target] in topology.services:
+                yield ("aliases", alias), f"role '{target}' names the service '{topology.roles[target]}', not a model"
+        elif target not in chat:
+            known = ", ".join(sorted(set(topology.roles) | chat)) or "nothing is declared"
+            yield ("aliases", alias), f"'{target}' names no role, model or provider ({known})"
 
 
 def _names(topology: Topology) -> Iterator[Problem]:

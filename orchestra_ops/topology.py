@@ -81,6 +81,7 @@ class ModelSpec(Strict):
     max_model_len: int | None = Field(None, ge=1)
     request_defaults: dict[str, Any] = Field(default_factory=dict)
     request_timeout_s: float | None = Field(None, gt=0)  # per call to this model; default: defaults.request_timeout_s
+    tokenizer: str | None = None  # "estimate", or a tokenizer dir / tokenizer.json for context budgets
     engine_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     sim: SimSettings | None = None
@@ -148,6 +149,7 @@ class Topology(Strict):
     services: dict[str, RetrievalService] = Field(default_factory=dict)
     providers: dict[str, Provider] = Field(default_factory=dict)
     roles: dict[str, str] = Field(default_factory=dict)
+    aliases: dict[str, str] = Field(default_factory=dict)  # tool alias (search-1, …) -> role or model/provider key
 
     @field_validator("name")
     @classmethod
@@ -156,7 +158,7 @@ class Topology(Strict):
             raise ValueError(f"'{value}' must be letters, digits, '.', '_' or '-' (it names a directory)")
         return value
 
-    @field_validator("nodes", "models", "services", "providers")
+    @field_validator("nodes", "models", "services", "providers", "aliases")
     @classmethod
     def _keys(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key in value:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the whole flow on this machine with simulated engines and a CPU retrieval index.
 #   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status
-#   -> ops eval healthbench -> eval-status -> ops down
+#   -> ops eval hle (then --resume) -> ops eval healthbench -> eval-status
+#   -> ops lora load -> ops eval gsm8k / mmlu (base and adapter) -> ops lora unload -> ops down
 # State goes where `ops` keeps it by default (.ops/local), the run to runs/chat-local; inputs are
 # generated under demo/. `ops down` runs even when a step fails. Run it again: the eval resumes.
 set -euo pipefail
@@ -16,16 +17,13 @@ import json, pathlib, sys
 demo = pathlib.Path(sys.argv[1])
 topics = ["tensor parallelism", "KV cache", "speculative decoding", "FAISS inner product search",
           "data parallel replicas", "tool-call parsers", "open-file limits", "micro-batching"]
-with open(demo / "corpus.jsonl", "w") as f:
-    for i, t in enumerate(topics * 25):
-        f.write(json.dumps({"id": f"doc{i}", "content": f"Note {i} about {t}: how {t} behaves under load."}) + "\n")
 with open(demo / "questions.jsonl", "w") as f:
     for i in range(200):
         f.write(json.dumps({"id": f"q{i:03d}", "prompt": f"In one word, what limits {topics[i % 8]}? ({i})"}) + "\n")
 PY
 
-if [ ! -f "$INDEX/eval.index" ]; then
-  "${OPS[@]}" index build "$DEMO/corpus.jsonl" --out "$INDEX"
+if [ ! -f "$INDEX/eval.index" ]; then  # the bundled synthetic corpus the hle/frames demo searches
+  "${OPS[@]}" index build evals/data/agent_corpus.jsonl --out "$INDEX"
 fi
 
 "${OPS[@]}" plan topologies/local.yaml
@@ -34,6 +32,12 @@ trap '"${OPS[@]}" down local || true' EXIT
 "${OPS[@]}" health
 "${OPS[@]}" eval chat --dataset "$DEMO/questions.jsonl" --model answer --topology local --resume --concurrency 64
 "${OPS[@]}" eval-status runs/chat-local
+
+# hle: the orchestrator agent loop (search, enhance_reasoning in the sandbox, answer, judge) over the
+# sims and the CPU index, on the bundled synthetic HLE-shaped questions; then --resume, which finds
+# nothing left to run and shows the same accuracy from the run dir.
+"${OPS[@]}" eval hle --topology local --resume --concurrency 64
+"${OPS[@]}" eval hle --topology local --resume
 
 # healthbench: the bundled synthetic set (64 examples); the candidate role answers each conversation,
 # then every rubric item is one call to the judge role; scores.json and a per-tag table at the end

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests use (tmux, slurm, munge, sshd, and headless chromium for the
-# report test), when run as root and when they are missing. Nothing starts at install; the tests
-# start what they need themselves.
+# Installs the system packages the tests use (tmux, slurm, munge, sshd, bubblewrap for the sandbox, and
+# headless chromium for the report test), when run as root and when they are missing. Nothing starts at
+# install; the tests start what they need themselves.
 set -euo pipefail
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
@@ -10,6 +10,7 @@ command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)  # the sandbox of model-written code (no network)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "eval-status": "eval_status_cmd:eval_status",
     "analyze": "analyze_cmd:analyze",
     "compare": "compare_cmd:compare",
+    "export": "export_cmd:export",
     "bench": "bench_cmd:bench",
     "serve": "serve_cmd:serve",
     "index": "index_cmd:index",

@@ -45,6 +45,9 @@ COMMON_OPTIONS: list[click.Option] = [
                  help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
     click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
                  help="Seconds between progress lines."),
+    click.Option(["--exec-workers"], type=click.IntRange(min=1),
+                 help="Programs the sandbox runs at once for suites that execute model-written code "
+                      "(default: the number of cores)."),
 ]
 COMMON_NAMES = frozenset(option.name for option in COMMON_OPTIONS if option.name)
 
@@ -124,7 +127,7 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           attempts=values["attempts"], model=models[0] if models else None, models=models,
                           suite_options=suite_options, templates=parse_overrides(values["templates"]),
                           topology=values["topology"], model_config=values["model_config"],
-                          progress_interval_s=values["progress_every"])
+                          progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"])
     run = prepare(options)
     tee = open_tee(run.run_dir, click.echo)
     progress = Progress(total=len(run.todo))

@@ -37,6 +37,8 @@ class Target:
     max_model_len: int | None = None
     request_timeout_s: float | None = None  # this target's own per-call timeout (None: the routing's)
     adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
+    tokenizer: str | None = None  # declared tokenizer ("estimate" or a path); None: checkpoint dir, else the replica
+    checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
 
     @property
     def where(self) -> str:
@@ -55,6 +57,7 @@ class Routing:
     roles: Mapping[str, str]  # role -> target key
     targets: Mapping[str, Target]
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    aliases: Mapping[str, str] = field(default_factory=dict)  # tool alias -> role or target key (topology aliases:)
 
     def resolve(self, name: str) -> tuple[str, Target]:
         """(role or "", target) for a role, a model/provider key or a served model name."""
@@ -102,7 +105,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(model.served_name, []))
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
-                              request_timeout_s=model.request_timeout_s)
+                              request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
+                              checkpoint=model.model)
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     for name, key in {**(adapters or {}), **declared}.items():
         if key in targets and name not in targets:
@@ -118,13 +122,14 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
                               request_timeout_s=provider.request_timeout_s)
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
-                   targets=targets, request_timeout_s=topology.defaults.request_timeout_s)
+                   targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
+                   aliases=dict(topology.aliases))
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:
     """An endpoints file alone: each key is a model (served under that name) and a role of its own."""
     targets = {
-        key: Target(name=key, kind="model", served_name=key,
+        key: Target(name=key, kind="model", served_name=key, checkpoint=key,
                     addresses=tuple((e["ip_addr"], e["port"]) for e in entries))
         for key, entries in endpoints.items()
     }

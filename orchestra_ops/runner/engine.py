@@ -3,7 +3,8 @@
 Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
 Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
 Every finished task, ok or error, becomes exactly one record passed to `on_done`; a task that
-raises `UnitFailed` is an error record that keeps the fields the exception carries.
+raises `UnitFailed` (a failure with work worth keeping: its rounds, its tool calls, the grades that
+came back) is an error record that keeps the fields the exception carries.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from orchestra_ops.runner.rundir import default_run_dir, read_run_info, write_ru
 from orchestra_ops.runner.suite import Suite, SuiteOption
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
 from orchestra_ops.runner.templates import Template, load_templates
+from orchestra_ops.runner.toolbox import Toolbox
 
 SCORES_FILE = "scores.json"
 
@@ -60,6 +61,7 @@ class EvalOptions:
     model_config: str | None = None
     progress_interval_s: float = 5.0
     unavailable_wait_s: float = 60.0
+    exec_workers: int | None = None  # sandboxed programs running at once (default: the cores)
 
 
 @dataclass
@@ -208,25 +210,28 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                                  "suite_options": run.suite_options,
                                  "templates": {n: t.to_json() for n, t in run.templates.items()},
                                  **run_manifest(run, read_run_info(run.run_dir))})
-    for line in routing_lines(run.routing, run.names):
-        tee.line(line)
-    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
-    tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
-             f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
-             f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
     profile = ProfileWriter(run.run_dir)
     progress = progress or Progress(total=len(run.todo))
-    progress.started_at = time.monotonic()
 
     def on_call(event: CallEvent) -> None:
         profile(event)
         progress.note_call(event.latency_s)
 
-    fleet.on_call = on_call
+    fleet.on_call = on_call  # before any client exists: every client reports its calls
+    for line in routing_lines(run.routing, run.names):
+        tee.line(line)
+    toolbox = Toolbox(fleet, exec_workers=options.exec_workers)
+    for line in run.suite.routing_notes(toolbox):
+        tee.line(f"  {line}")
+    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
+    tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
+             f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
+             f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
+    progress.started_at = time.monotonic()
     controller = Controller(on_stop=tee.line)
     start = time.monotonic()
     try:
-        asyncio.run(_main(run, fleet, tee, progress, controller, profile))
+        asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox))
     finally:
         run.store.close()
         profile.close()
@@ -274,7 +279,7 @@ def routing_lines(routing: Routing, names: list[str]) -> Iterator[str]:
 
 
 async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress, controller: Controller,
-                profile: ProfileWriter) -> None:
+                profile: ProfileWriter, toolbox: Toolbox) -> None:
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
         ticker = loop.create_task(_tick(run, progress, tee, profile))
@@ -288,7 +293,7 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             previous = run.store.final_records() if run.options.retry_failed else {}
 
             def context(sample: Sample) -> RunContext:
-                return RunContext(fleet, sample["id"], profile, previous.get(sample_id(sample)))
+                return RunContext(fleet, sample["id"], profile, previous.get(sample_id(sample)), toolbox)
 
             await run_tasks(run.todo, lambda sample: run.suite.run(sample, context(sample)),
                             concurrency=run.options.concurrency, task_timeout_s=run.task_timeout_s,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,9 @@ from typing import IO, Any
 log = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.jsonl"
+# Every line this store writes starts `{"id": <string or integer>, "status": "<status>"`: resume reads
+# a line of that shape from its head alone (a long agent record need not be parsed to know it is done).
+_HEAD = re.compile(rb'\{"id": ("(?:[^"\\\n]|\\.)*"|-?[0-9]+), "status": "([A-Za-z0-9_]+)"[,}]')
 
 TaskId = str | int
 
@@ -53,9 +57,15 @@ class ResultsStore:
         for raw in data[:end].splitlines():
             if not raw.strip():
                 continue
+            head = _HEAD.match(raw)
             try:
-                record = json.loads(raw)
-                task_id, status = record["id"], record["status"]
+                if head is not None and raw.rstrip().endswith(b"}"):
+                    value = head.group(1)
+                    task_id = value[1:-1].decode() if value[:1] == b'"' and b"\\" not in value else json.loads(value)
+                    status = head.group(2).decode()
+                else:
+                    record = json.loads(raw)
+                    task_id, status = record["id"], record["status"]
             except (ValueError, KeyError, TypeError):
                 self.bad_lines += 1
                 continue

@@ -11,7 +11,8 @@ A suite is a class deriving from `BaseSuite` that declares, as data:
 and implements `prepare` (check options against the routing, return every name it will call) and
 `run` (one unit of work). Optional hooks with defaults: `load` (dataset file -> samples), `units`
 (samples -> the units of work: e.g. one per sample x model), `limits` (caps on calls in flight per
-role, e.g. a judge's own concurrency) and `score` (the final record of every unit -> scores.json).
+role, e.g. a judge's own concurrency), `score` (the final record of every unit -> scores.json) and
+`routing_notes` (lines shown under the routing table: tool aliases, tokenizer, sandbox).
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ from typing import Any, Literal, Protocol
 
 from orchestra_ops.client.chat import ChatResult, Message
 from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.retrieval import RetrievalResult, RetrievalSettings
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.client.tokenizer import Tokenizer
 from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
 from orchestra_ops.runner.profile import ToolEvent
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.templates import Template
+from orchestra_ops.runner.toolbox import Toolbox
+from orchestra_ops.sandbox import ExecResult, SandboxPolicy
 
 OptionKind = Literal["int", "float", "str", "path", "flag", "choice"]
 
@@ -74,6 +79,19 @@ class TaskContext(Protocol):
         """Add a tool-call event to profile.jsonl (model calls are recorded by the engine itself)."""
         ...
 
+    async def retrieve(self, services: Sequence[str], query: str, *, topk: int, eid: Any,
+                       settings: RetrievalSettings | None = None) -> RetrievalResult:
+        """POST /retrieve on the first of `services` that answers; never raises (see RetrievalResult.error)."""
+        ...
+
+    async def execute(self, code: str, policy: SandboxPolicy | None = None) -> ExecResult:
+        """Run model-written code in the run's sandbox."""
+        ...
+
+    def tokenizer(self, name: str) -> Tokenizer:
+        """The tokenizer of the model a role or model key resolves to."""
+        ...
+
 
 class Suite(Protocol):
     name: str
@@ -115,6 +133,10 @@ class Suite(Protocol):
         """The scores as the console and eval.log show them at the end of a run."""
         ...
 
+    def routing_notes(self, toolbox: Toolbox) -> list[str]:
+        """Lines added under the routing table at start (e.g. tool aliases, tokenizer, sandbox)."""
+        ...
+
 
 class BaseSuite:
     """Defaults for the optional parts of a suite; suites derive from it."""
@@ -141,6 +163,9 @@ class BaseSuite:
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return [f"{key}: {value}" for key, value in scores.items() if not isinstance(value, (dict, list))]
+
+    def routing_notes(self, toolbox: Toolbox) -> list[str]:
+        return []
 
 
 def templates_of(options: Mapping[str, Any]) -> Mapping[str, Template]:

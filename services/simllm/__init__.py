@@ -6,6 +6,8 @@ Modules, each small:
     rules.py    what it answers (orchestrator / expert / judge) and whether an answer is right:
                 pure functions of the request, documented there; tests import them for exact scores
     rubric_rules.py  the rubric (HealthBench) judge: one deterministic verdict per rubric item
+    agent_rules.py  the ToolOrchestra agent roles (orchestrator, query/code writer, answerer, <correct> judge)
+    tokens.py   the tokenizer behind /tokenize and /detokenize (tokenize_routes.py serves them)
     faults.py   FaultPlan: error statuses, hangs, malformed judge JSON, jitter; deterministic per seed
     metrics.py  SimMetrics: vLLM's gauges and counters plus sim_max_requests_in_flight, as Prometheus text
     benchmark_rules.py  gsm8k- and mmlu-shaped prompts: each persona's reply (pure; tests import it)

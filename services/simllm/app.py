@@ -2,7 +2,8 @@
 
 Endpoints: `GET /health` (200, empty), `GET /v1/models` (the served name with `max_model_len`),
 `POST /v1/chat/completions` (JSON or SSE with `stream: true`; the usage chunk comes when
-`stream_options.include_usage` is true, as in vLLM), `GET /metrics` (Prometheus text).
+`stream_options.include_usage` is true, as in vLLM), `GET /metrics` (Prometheus text),
+`POST /tokenize` and `POST /detokenize` (tokens.py).
 
 Order of work for a chat request: it draws its Fate (faults.py); a body that is not a JSON object
 is a 400; a `model` other than the served name or an adapter (lora.py) is a 404 (as vLLM; no `model`
@@ -34,6 +35,7 @@ from orchestra_ops.services.simllm import lora, rules
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import Fate, FaultPlan
 from orchestra_ops.services.simllm.metrics import SimMetrics
+from orchestra_ops.services.simllm.tokenize_routes import add_routes as add_tokenize_routes
 
 from orchestra_ops.errors import LaunchError
 
@@ -79,6 +81,7 @@ class SimEngine:
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_post("/v1/chat/completions", self.chat)
         lora.add_routes(app, self.adapters)
+        add_tokenize_routes(app, self.config)  # /tokenize, /detokenize (tokenize_routes.py)
         return app
 
     async def health(self, request: web.Request) -> web.Response:

@@ -33,6 +33,8 @@ jitter only).
    text) gets the answer token, other strings the question (first 200 chars), an enum
    ``enum[(h + done) % len]`` (h from the question's hash), integers 1, numbers 1.0, booleans true,
    arrays [], objects {}.
+   The ToolOrchestra agent roles (agent orchestrator, query writer, code writer, answerer, the
+   ``<correct>`` judge) are checked next: see ``agent_rules.py``.
 3. **benchmark** (``benchmark_gsm8k``, ``benchmark_mmlu``) when the last user message is a gsm8k- or
    mmlu-shaped prompt: the answer, and whether it is right, per persona (the request's ``model``), as
    ``benchmark_rules.py`` documents.
@@ -175,6 +177,11 @@ def classify(body: dict[str, Any]) -> str:
     for text in texts:
         if "criteria_met" in text:
             return JUDGE_RUBRIC
+    from orchestra_ops.services.simllm import agent_rules
+
+    agent = agent_rules.classify(body, texts)
+    if agent is not None:
+        return agent
     if body.get("tools") and body.get("tool_choice") != "none":
         return ORCHESTRATOR
     return benchmark_rules.kind(last_user_text(messages)) or EXPERT
@@ -200,6 +207,10 @@ def respond(body: dict[str, Any]) -> Reply:
         return _orchestrate(body, messages)
     if role in benchmark_rules.ROLES:
         return Reply(role, benchmark_rules.answer_text(role, str(body.get("model") or ""), last_user_text(messages)))
+    if role != EXPERT:
+        from orchestra_ops.services.simllm import agent_rules
+
+        return agent_rules.respond(role, body)
     return _expert(messages)
 
 
