@@ -84,7 +84,7 @@ def _histogram(figure: Figure, hist: dict[str, Any], metric: Metric, stats: dict
     ax.set_xlabel(f"{metric.title} ({unit})")
     ax.set_ylabel("% of values")
     ax.set_ylim(0, max(percent) * 1.15 if max(percent) > 0 else 1)
-    figure.tight_layout()
+    figure.subplots_adjust(left=0.09, right=0.98, bottom=0.13, top=0.91)  # fixed: tight_layout costs 0.2 s a plot
     return figure
 
 
@@ -103,5 +103,5 @@ def _timeline(figure: Figure, line: dict[str, Any]) -> Figure:
     bottom.set_ylabel("in flight (mean)")
     bottom.set_xlabel("seconds since the first call")
     bottom.legend(fontsize=8)
-    figure.tight_layout()
+    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.1, top=0.94, hspace=0.12)
     return figure

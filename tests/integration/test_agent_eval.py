@@ -88,7 +88,8 @@ def _requests(sim: SimServer) -> float:
 
 
 def _eval(suite: str, args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    result = run_ops(["eval", suite, "--concurrency", "32", "--exec-workers", "4", *args], env=env, timeout=timeout)
+    result = run_ops(["eval", suite, "--no-analyze", "--concurrency", "32", "--exec-workers", "4", *args], env=env,
+                     timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -204,8 +205,8 @@ def test_cais_protocol_after_kill_9_and_resume_scores_as_hle_reports(tmp_path: P
     assert want["calibration_error"] not in (None, 0.0)
     topology, env = _fleet(tmp_path, stack)
     run_dir = tmp_path / "run"
-    base = ["eval", "hle", *topology, "--run-dir", str(run_dir), "--judge-protocol", "cais", "--concurrency", "8",
-            "--exec-workers", "4"]
+    base = ["eval", "hle", "--no-analyze", *topology, "--run-dir", str(run_dir), "--judge-protocol", "cais",
+            "--concurrency", "8", "--exec-workers", "4"]
     proc = subprocess.Popen([*OPS, *base], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:

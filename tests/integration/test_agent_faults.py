@@ -40,7 +40,7 @@ def _fleet(tmp_path: Path, sim_server: Callable[..., SimServer], **judge_args: A
 
 
 def _run(args: list[str], env: dict[str, str]) -> Any:
-    result = run_ops(["eval", "hle", "--concurrency", "16", *args], env=env, timeout=300)
+    result = run_ops(["eval", "hle", "--no-analyze", "--concurrency", "16", *args], env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -226,14 +226,14 @@ def test_topology_aliases_route_each_alias_and_bad_ones_are_refused(tmp_path: Pa
 
     service = topology.read_text().replace("reasoner-3: coder", "reasoner-3: retrieval")
     (home / "bad.yaml").write_text(service)
-    refused = run_ops(["eval", "hle", "--topology", str(home / "bad.yaml"), "--dataset", str(data),
+    refused = run_ops(["eval", "hle", "--no-analyze", "--topology", str(home / "bad.yaml"), "--dataset", str(data),
                        "--run-dir", str(tmp_path / "r2")], env=env)
     assert refused.returncode == 2
     assert "aliases.reasoner-3: 'retrieval' is a service; an alias names a role or a model" in refused.stderr
-    unknown = run_ops(["eval", "hle", "--topology", str(topology), "--dataset", str(data), "--alias",
+    unknown = run_ops(["eval", "hle", "--no-analyze", "--topology", str(topology), "--dataset", str(data), "--alias",
                        "answer-9=math", "--run-dir", str(tmp_path / "r3")], env=env)
     assert unknown.returncode == 2 and "--alias answer-9: the tools offer no such alias" in unknown.stderr
-    nowhere = run_ops(["eval", "hle", "--topology", str(topology), "--dataset", str(data), "--alias",
+    nowhere = run_ops(["eval", "hle", "--no-analyze", "--topology", str(topology), "--dataset", str(data), "--alias",
                        "search-2=nothing", "--run-dir", str(tmp_path / "r4")], env=env)
     assert nowhere.returncode == 2
     assert "'nothing' is neither a role nor a declared model" in nowhere.stderr and "search-2" in nowhere.stderr

@@ -17,7 +17,7 @@ def test_concurrency_cap_is_exact_and_every_task_is_recorded(tmp_path: Path,
     config = model_config(tmp_path / "mc.json", {"m": sims})
     data = dataset(tmp_path / "d.jsonl", [f"q{i}" for i in range(36)])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    proc = run_ops(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                     str(run_dir), "--concurrency", "6", "--progress-every", "0.2"])
     assert proc.returncode == 0, proc.stderr
     assert total(sims, "sim_max_requests_in_flight") == 6
@@ -39,7 +39,7 @@ def test_concurrency_cap_is_exact_and_every_task_is_recorded(tmp_path: Path,
     assert {e["replica"] for e in events} == {f"127.0.0.1:{s.port}" for s in sims}
 
     # a second run into the same run dir without --resume is refused; nothing is overwritten
-    again = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    again = run_ops(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                      str(run_dir)])
     assert again.returncode == 2
     assert "already has results (36 ok, 0 failed); pass --resume" in again.stderr

@@ -15,7 +15,7 @@ def _eval(tmp_path: Path, sims: list[SimServer], n: int, *extra: str) -> tuple[P
     config = model_config(tmp_path / "mc.json", {"m": sims})
     data = dataset(tmp_path / "d.jsonl", range(n))
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    proc = run_ops(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                     str(run_dir), *extra])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     records = results(run_dir)
@@ -67,7 +67,7 @@ def test_a_prompt_over_max_model_len_is_refused_before_sending(tmp_path: Path,
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"id": "long", "prompt": "word " * 100}) + "\n"
                     + json.dumps({"id": "short", "prompt": [{"role": "user", "content": "hi"}]}) + "\n")
-    proc = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    proc = run_ops(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                     str(tmp_path / "run")])
     assert proc.returncode == 0, proc.stderr
     by_id = {r["id"]: r for r in results(tmp_path / "run")}

@@ -25,8 +25,8 @@ def test_killing_a_replica_mid_run_loses_no_task(tmp_path: Path, sim_server: Cal
     config = model_config(tmp_path / "mc.json", {"m": [survivor, victim]})
     data = dataset(tmp_path / "d.jsonl", range(300))
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([*OPS, "eval", "chat", "--dataset", str(data), "--model-config", str(config),
-                             "--run-dir", str(run_dir), "--concurrency", "8", "--progress-every", "0.5"],
+    proc = subprocess.Popen([*OPS, "eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config",
+                             str(config), "--run-dir", str(run_dir), "--concurrency", "8", "--progress-every", "0.5"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

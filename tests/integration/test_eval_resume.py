@@ -35,7 +35,8 @@ def test_kill_9_then_resume_then_retry_failed(tmp_path: Path, sim_server: Callab
     ids = [f"s{i}" for i in range(400)]
     data = dataset(tmp_path / "d.jsonl", ids)
     run_dir = tmp_path / "run"
-    base = ["eval", "chat", "--model-config", str(config), "--run-dir", str(run_dir), "--concurrency", "16",
+    base = ["eval", "chat", "--no-analyze",
+            "--model-config", str(config), "--run-dir", str(run_dir), "--concurrency", "16",
             "--max-retries", "1"]
     proc = _start([*base, "--dataset", str(data)])
     try:
@@ -80,7 +81,8 @@ def test_ctrl_c_finishes_in_flight_tasks_and_exits_130(tmp_path: Path,
     config = model_config(tmp_path / "mc.json", {"m": [sim]})
     data = dataset(tmp_path / "d.jsonl", range(100))
     run_dir = tmp_path / "run"
-    base = ["eval", "chat", "--model-config", str(config), "--run-dir", str(run_dir), "--concurrency", "8"]
+    base = ["eval", "chat", "--no-analyze",
+            "--model-config", str(config), "--run-dir", str(run_dir), "--concurrency", "8"]
     proc = _start([*base, "--dataset", str(data)])
     try:
         deadline = time.monotonic() + 60
@@ -107,7 +109,7 @@ def test_duplicate_ids_exit_2_naming_them(tmp_path: Path) -> None:
     config = tmp_path / "mc.json"
     config.write_text(json.dumps({"m": [{"ip_addr": "127.0.0.1", "port": 9}]}))
     data = dataset(tmp_path / "d.jsonl", ["a", "b", "a", "c", "c", "c"])
-    proc = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    proc = run_ops(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                     str(tmp_path / "run")])
     assert proc.returncode == 2
     assert "2 duplicate id(s): 'a' (x2), 'c' (x3)" in proc.stderr and "--dedupe" in proc.stderr
@@ -123,7 +125,7 @@ def test_a_concurrency_the_open_file_limit_cannot_carry_is_refused_before_any_re
     def low_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
 
-    proc = subprocess.run([*OPS, "eval", "chat", "--dataset", str(data), "--model-config", str(config),
+    proc = subprocess.run([*OPS, "eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config),
                            "--run-dir", str(tmp_path / "run"), "--concurrency", "500"],
                           cwd=REPO, capture_output=True, text=True, timeout=60, preexec_fn=low_limit, check=False)
     assert proc.returncode == 2, proc.stderr
@@ -139,7 +141,7 @@ def test_a_second_ctrl_c_aborts_tasks_that_would_not_finish(tmp_path: Path,
     config = model_config(tmp_path / "mc.json", {"m": [sim]})
     data = dataset(tmp_path / "d.jsonl", range(10))
     run_dir = tmp_path / "run"
-    proc = _start(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    proc = _start(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                    str(run_dir), "--concurrency", "4"])
     try:
         deadline = time.monotonic() + 60

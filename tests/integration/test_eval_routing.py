@@ -65,11 +65,11 @@ def test_no_external_call_without_a_declared_provider(tmp_path: Path, listener: 
     config = model_config(tmp_path / "mc.json", {"m": [sim]})
     data = dataset(tmp_path / "d.jsonl", range(10))
     env = _hostile_env(listener.port)
-    proc = run_ops(["eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
+    proc = run_ops(["eval", "chat", "--no-analyze", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                     str(tmp_path / "run")], env=env)
     assert proc.returncode == 0, proc.stderr
     assert all(r["status"] == "ok" for r in results(tmp_path / "run"))
-    undeclared = run_ops(["eval", "chat", "--model", "gpt-4o", "--dataset", str(data), "--model-config",
+    undeclared = run_ops(["eval", "chat", "--no-analyze", "--model", "gpt-4o", "--dataset", str(data), "--model-config",
                           str(config), "--run-dir", str(tmp_path / "run2")], env=env)
     assert undeclared.returncode == 2
     assert "'gpt-4o' is neither a role nor a declared model or provider" in undeclared.stderr
@@ -113,13 +113,15 @@ def test_a_topology_routes_roles_and_names_a_missing_key(tmp_path: Path, listene
                            started_at=time.time(), cwd=str(tmp_path)), ops_home / "evaltopo" / "state.json")
     data = dataset(tmp_path / "d.jsonl", range(5))
     env = {"OPS_HOME": str(ops_home), "EVALTOPO_KEY": ""}
-    proc = run_ops(["eval", "chat", "--model", "responder", "--topology", "evaltopo", "--dataset", str(data),
+    proc = run_ops(["eval", "chat", "--no-analyze",
+                    "--model", "responder", "--topology", "evaltopo", "--dataset", str(data),
                     "--run-dir", str(tmp_path / "run")], env=env)
     assert proc.returncode == 0, proc.stderr
     assert f"responder -> answer (sim/answer) [model] -> 127.0.0.1:{sim.port} *" in proc.stdout
     assert f"judge     -> judge (gpt-x) [provider] -> http://127.0.0.1:{listener.port}/v1" in proc.stdout
     assert all(r["status"] == "ok" for r in results(tmp_path / "run"))
-    judged = run_ops(["eval", "chat", "--model", "judge", "--topology", str(topo), "--dataset", str(data),
+    judged = run_ops(["eval", "chat", "--no-analyze",
+                      "--model", "judge", "--topology", str(topo), "--dataset", str(data),
                       "--run-dir", str(tmp_path / "run-judge")], env=env)
     assert judged.returncode == 2
     assert "provider 'judge' reads its key from $EVALTOPO_KEY, which is not set" in judged.stderr

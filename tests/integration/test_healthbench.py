@@ -33,7 +33,7 @@ def test_exact_scores_overall_and_per_tag(tmp_path: Path, sim_server: Callable[.
     rows = bundled_rows()
     candidate, judge, config = _sims(sim_server, tmp_path, ["--latency-ms", "5"])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(run_dir),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(config), "--run-dir", str(run_dir),
                     "--concurrency", "64"], timeout=300)
     assert proc.returncode == 0, proc.stderr
 
@@ -91,7 +91,7 @@ def test_the_judge_cap_is_shared_by_every_example_in_flight(tmp_path: Path,
     rows = bundled_rows()[:20]
     _, judge, config = _sims(sim_server, tmp_path, ["--latency-ms", "300"])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(run_dir),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(config), "--run-dir", str(run_dir),
                     "--limit", "20", "--concurrency", "20", "--judge-concurrency", "40"], timeout=300)
     assert proc.returncode == 0, proc.stderr
     # more items than the cap were ready at once, so the judge saw exactly the cap, never more
@@ -99,7 +99,8 @@ def test_the_judge_cap_is_shared_by_every_example_in_flight(tmp_path: Path,
     assert judge.metrics()["sim_max_requests_in_flight"] == 40
     assert json.loads((run_dir / "run.json").read_text())["suite_options"]["judge_concurrency"] == 40
 
-    one_at_a_time = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(tmp_path / "one"),
+    one_at_a_time = run_ops(["eval", "healthbench", "--no-analyze",
+                             "--model-config", str(config), "--run-dir", str(tmp_path / "one"),
                              "--limit", "1", "--concurrency", "1"], timeout=300)
     assert one_at_a_time.returncode == 0, one_at_a_time.stderr
     # one example: all of its items in flight together, not one after another (each takes 300 ms)
@@ -119,7 +120,7 @@ def test_responses_file_makes_no_candidate_call(tmp_path: Path, sim_server: Call
     responses = write_responses(tmp_path / "responses.jsonl", rows, token_of)
     candidate, judge, config = _sims(sim_server, tmp_path, ["--latency-ms", "5"])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(run_dir),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(config), "--run-dir", str(run_dir),
                     "--limit", "20", "--responses", str(responses)], timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert total([candidate], "sim_requests_total") == 0
@@ -132,12 +133,14 @@ def test_responses_file_makes_no_candidate_call(tmp_path: Path, sim_server: Call
 
     short = tmp_path / "short.jsonl"
     short.write_text("".join(responses.read_text().splitlines(keepends=True)[:18]))
-    missing = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(tmp_path / "r2"),
+    missing = run_ops(["eval", "healthbench", "--no-analyze",
+                       "--model-config", str(config), "--run-dir", str(tmp_path / "r2"),
                        "--limit", "20", "--responses", str(short)])
     assert missing.returncode == 2
     assert (f"{short}: no response for 2 of the 20 examples to grade: 'synth-hb-0019', 'synth-hb-0020'"
             in missing.stderr) and "Traceback" not in missing.stderr
-    both = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(tmp_path / "r3"),
+    both = run_ops(["eval", "healthbench", "--no-analyze",
+                    "--model-config", str(config), "--run-dir", str(tmp_path / "r3"),
                     "--responses", str(responses), "--model", "candidate"])
     assert both.returncode == 2 and "give one or the other" in both.stderr
     assert total([candidate], "sim_requests_total") == 0
@@ -151,7 +154,7 @@ def test_a_grader_template_drops_in_and_its_sha256_is_recorded(tmp_path: Path,
                         "# Instructions\nReturn a JSON object with \"explanation\" and \"criteria_met\".\n")
     _, _, config = _sims(sim_server, tmp_path, ["--latency-ms", "5"])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(run_dir),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(config), "--run-dir", str(run_dir),
                     "--limit", "10", "--template", f"grader={template}"], timeout=300)
     assert proc.returncode == 0, proc.stderr
     recorded = json.loads((run_dir / "run.json").read_text())["templates"]["grader"]
@@ -161,7 +164,8 @@ def test_a_grader_template_drops_in_and_its_sha256_is_recorded(tmp_path: Path,
 
     bad = tmp_path / "bad.txt"
     bad.write_text("# Conversation\n<<conversation>>\n")
-    refused = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(tmp_path / "r2"),
+    refused = run_ops(["eval", "healthbench", "--no-analyze",
+                       "--model-config", str(config), "--run-dir", str(tmp_path / "r2"),
                        "--template", f"grader={bad}"])
     assert refused.returncode == 2 and "has no placeholder {rubric_item}" in refused.stderr
 
@@ -174,7 +178,7 @@ def test_a_bad_dataset_line_is_named(tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
     bad = {**row, "rubrics": [*row["rubrics"][:2], {"criterion": "x", "points": "5", "tags": []}]}
     data.write_text(json.dumps(row) + "\n" + json.dumps({**bad, "prompt_id": "p2"}) + "\n")
-    proc = run_ops(["eval", "healthbench", "--model-config", str(config), "--dataset", str(data),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(config), "--dataset", str(data),
                     "--run-dir", str(tmp_path / "run")])
     assert proc.returncode == 2, proc.stderr
     assert f"{data}:2 (prompt_id p2): rubrics[2]: \"points\" must be a number" in proc.stderr

@@ -37,7 +37,7 @@ def test_six_percent_invalid_json_is_re_asked_and_every_grade_is_exact(
     candidate = sim_server("candidate", args=["--latency-ms", "5"])
     judge = sim_server("judge", args=["--latency-ms", "5", "--malformed-rate", str(MALFORMED), "--seed", "3"])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "healthbench", "--model-config", str(_config(tmp_path, candidate, judge)),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(_config(tmp_path, candidate, judge)),
                     "--run-dir", str(run_dir), "--concurrency", "64"], timeout=300)
     assert proc.returncode == 0, proc.stderr
     records = {r["id"]: r for r in results(run_dir)}
@@ -71,7 +71,8 @@ def test_grader_errors_are_counted_left_out_and_retry_failed_re_asks_only_them(
     candidate = sim_server("candidate", args=["--latency-ms", "5"])
     judge = sim_server("judge", args=["--latency-ms", "5", "--malformed-rate", str(MALFORMED), "--seed", str(seed)])
     run_dir = tmp_path / "run"
-    base = ["eval", "healthbench", "--model-config", str(_config(tmp_path, candidate, judge)), "--run-dir",
+    base = ["eval", "healthbench", "--no-analyze",
+            "--model-config", str(_config(tmp_path, candidate, judge)), "--run-dir",
             str(run_dir), "--concurrency", "64"]
     # one attempt per item: each judge request is one item's only attempt, so the count is order-free
     first = run_ops([*base, "--judge-attempts", "1"], timeout=300)
@@ -125,7 +126,8 @@ def test_kill_9_mid_run_then_resume_scores_every_example_once(tmp_path: Path,
     candidate = sim_server("candidate", args=["--latency-ms", "5"])
     judge = sim_server("judge", args=["--latency-ms", "150", "--malformed-rate", str(MALFORMED)])
     run_dir = tmp_path / "run"
-    base = ["eval", "healthbench", "--model-config", str(_config(tmp_path, candidate, judge)), "--run-dir",
+    base = ["eval", "healthbench", "--no-analyze",
+            "--model-config", str(_config(tmp_path, candidate, judge)), "--run-dir",
             str(run_dir), "--concurrency", "4"]
     proc = subprocess.Popen([*OPS, *base, "--limit", "50"], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -162,7 +164,7 @@ def test_a_judge_that_never_answers_validly_stops_at_the_bound_and_a_failing_one
     candidate = sim_server("candidate", args=["--latency-ms", "5"])
     garbled = sim_server("judge", args=["--latency-ms", "5", "--malformed-rate", "1"])
     run_dir = tmp_path / "run"
-    proc = run_ops(["eval", "healthbench", "--model-config", str(_config(tmp_path, candidate, garbled)),
+    proc = run_ops(["eval", "healthbench", "--no-analyze", "--model-config", str(_config(tmp_path, candidate, garbled)),
                     "--run-dir", str(run_dir), "--limit", "3"], timeout=300)
     assert proc.returncode == 0, proc.stderr  # it completes: nothing loops forever
     assert total([garbled], "sim_requests_total") == 3 * n_items
@@ -177,7 +179,8 @@ def test_a_judge_that_never_answers_validly_stops_at_the_bound_and_a_failing_one
 
     down = sim_server("judge", args=["--latency-ms", "5", "--fail", "500:1"])
     config = model_config(tmp_path / "down.json", {"candidate": [candidate], "judge": [down]})
-    failed = run_ops(["eval", "healthbench", "--model-config", str(config), "--run-dir", str(tmp_path / "down"),
+    failed = run_ops(["eval", "healthbench", "--no-analyze",
+                      "--model-config", str(config), "--run-dir", str(tmp_path / "down"),
                       "--limit", "1", "--max-retries", "1"], timeout=300)
     assert failed.returncode == 0, failed.stderr
     (record,) = results(tmp_path / "down")

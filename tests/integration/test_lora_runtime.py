@@ -88,7 +88,7 @@ def test_load_into_every_replica_then_unload_everywhere(fleet: Fleet, tmp_path: 
     # an adapter name routes to the base replicas with the adapter as the request's model
     question = "Name a prime number above 10."
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": "q", "prompt": question}) + "\n")
-    run = fleet.ops("eval", "chat", "--model", "ft", "--dataset", "d.jsonl", "--run-dir", "run")
+    run = fleet.ops("eval", "chat", "--no-analyze", "--model", "ft", "--dataset", "d.jsonl", "--run-dir", "run")
     assert run.returncode == 0, run.stderr
     base_text = rules.respond({"model": "sim/base", "messages": [{"role": "user", "content": question}]}).content
     answer = json.loads((tmp_path / "run" / "results.jsonl").read_text())["answer"]

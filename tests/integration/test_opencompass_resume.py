@@ -38,7 +38,7 @@ def test_kill_9_then_resume_runs_every_pair_once(tmp_path: Path, sim_server: Cal
     rows = [json.dumps({"question": q, "answer": a}) for q, a in zip(questions, answers, strict=True)]
     data.write_text("\n".join(rows) + "\n")
     run_dir = tmp_path / "run"
-    base = ["eval", "gsm8k", "--model-config", str(config), "--model", "sim/base", "--model", "ft",
+    base = ["eval", "gsm8k", "--no-analyze", "--model-config", str(config), "--model", "sim/base", "--model", "ft",
             "--run-dir", str(run_dir), "--concurrency", "4"]
     proc = subprocess.Popen([*OPS, *base, "--dataset", str(data)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -64,7 +64,8 @@ def fleet(tmp_path: Path, sim_server: Callable[..., SimServer]) -> Path:
 
 
 def eval_(config: Path, suite: str, dataset: Path, run_dir: Path, *models: str, extra: tuple[str, ...] = ()) -> Any:
-    args = ["eval", suite, "--model-config", str(config), "--dataset", str(dataset), "--run-dir", str(run_dir),
+    args = ["eval", suite, "--no-analyze",
+            "--model-config", str(config), "--dataset", str(dataset), "--run-dir", str(run_dir),
             "--max-retries", "1", *extra]
     for model in models:
         args += ["--model", model]
@@ -277,16 +278,17 @@ def test_bad_datasets_are_clear_errors(tmp_path: Path) -> None:
     config = tmp_path / "mc.json"
     config.write_text(json.dumps({"m": [{"ip_addr": "127.0.0.1", "port": 9}]}))
     (tmp_path / "g.jsonl").write_text('{"question": "q", "answer": "#### 3"}\n{"question": "q2", "answer": "3"}\n')
-    proc = run_ops(["eval", "gsm8k", "--model-config", str(config), "--model", "m", "--dataset",
+    proc = run_ops(["eval", "gsm8k", "--no-analyze", "--model-config", str(config), "--model", "m", "--dataset",
                     str(tmp_path / "g.jsonl"), "--run-dir", str(tmp_path / "r1")])
     assert proc.returncode == 2
     assert proc.stderr == f"error: {tmp_path / 'g.jsonl'}:2: the answer has no '#### ' before the final number\n"
     (tmp_path / "mm" / "test").mkdir(parents=True)
     (tmp_path / "mm" / "test" / "anatomy_test.csv").write_text("q,a,b,c,d,E\n")
-    proc = run_ops(["eval", "mmlu", "--model-config", str(config), "--model", "m", "--dataset", str(tmp_path / "mm"),
+    proc = run_ops(["eval", "mmlu", "--no-analyze",
+                    "--model-config", str(config), "--model", "m", "--dataset", str(tmp_path / "mm"),
                     "--run-dir", str(tmp_path / "r2")])
     assert proc.returncode == 2
     assert proc.stderr == (f"error: {tmp_path / 'mm' / 'test' / 'anatomy_test.csv'}: row 1: answer 'E' is not one "
                            "of A, B, C, D\n")
-    proc = run_ops(["eval", "mmlu", "--model-config", str(config), "--model", "m", "--model", "m"])
+    proc = run_ops(["eval", "mmlu", "--no-analyze", "--model-config", str(config), "--model", "m", "--model", "m"])
     assert proc.returncode == 2 and proc.stderr == "error: --model m is given twice\n"
