@@ -167,13 +167,17 @@ class Sandbox:
         async def read_stdout() -> None:
             nonlocal truncated
             assert proc.stdout is not None
+            # read to EOF even past the cap: a pipe left unread pauses its transport, and asyncio's
+            # wait() then never returns (it waits for every pipe to close), so the run would end at
+            # its wall time instead of at once
             while chunk := await proc.stdout.read(READ_CHUNK):
+                if truncated:
+                    continue
                 out.extend(chunk)
                 if len(out) > policy.output_bytes:
                     del out[policy.output_bytes:]
                     truncated = True
                     _kill_group(proc)
-                    return
 
         async def read_stderr() -> None:
             assert proc.stderr is not None
