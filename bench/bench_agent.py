@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent_baseline import Baseline, run_all
-from orchestra_ops.runner.evalrun import EvalOptions, open_tee, prepare, run_eval
+from orchestra_ops.runner.evalrun import open_tee, run_eval
+from orchestra_ops.runner.prepare import EvalOptions, prepare
 from orchestra_ops.runner.templates import packaged
 from tests.helpers import free_port, kill_tree, wait_port
 from tests.simserver import SimServer
@@ -137,7 +138,7 @@ def _baseline_run(endpoints: dict[str, list[tuple[str, int]]], rows: list[dict[s
 
 def _resume_times(lines: int = 50_000) -> tuple[list[float], int]:
     """Open a results.jsonl of `lines` agent records (3 tool calls each) and compute what is left to run."""
-    from orchestra_ops.runner.evalrun import select_tasks
+    from orchestra_ops.runner.prepare import select_tasks
     from orchestra_ops.runner.results import ResultsStore
 
     call = {"round": 0, "tool": "search", "alias": "search-2", "model": "openai/gpt-oss-20b",

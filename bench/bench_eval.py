@@ -33,7 +33,7 @@ from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.routing import from_model_config
 from orchestra_ops.client.transport import AiohttpTransport, Response, Transport
-from orchestra_ops.runner.evalrun import select_tasks
+from orchestra_ops.runner.prepare import select_tasks
 from orchestra_ops.runner.results import ResultsStore
 from tests.simserver import SimServer
 

@@ -32,7 +32,8 @@ from typing import Any
 
 from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth
 
-from orchestra_ops.runner.evalrun import EvalOptions, prepare, run_eval, write_scores
+from orchestra_ops.runner.evalrun import run_eval, write_scores
+from orchestra_ops.runner.prepare import EvalOptions, prepare
 from orchestra_ops.runner.tee import TeeLog
 from tests.adapters import make_adapter
 from tests.simserver import SimServer

@@ -115,7 +115,8 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
 
 def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
     from orchestra_ops.cli.live_progress import live_progress
-    from orchestra_ops.runner.evalrun import EvalOptions, open_tee, prepare, run_eval  # keeps `ops --help` light
+    from orchestra_ops.runner.evalrun import open_tee, run_eval  # keeps `ops --help` light
+    from orchestra_ops.runner.prepare import EvalOptions, prepare
     from orchestra_ops.runner.progress import Progress
     from orchestra_ops.runner.templates import parse_overrides
 

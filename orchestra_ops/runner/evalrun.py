@@ -1,7 +1,6 @@
-"""One `ops eval`: resolve routing and suite, pick the tasks, run them, keep every result.
+"""One `ops eval`: run what `prepare` (runner/prepare.py) chose, keep every result, score the run.
 
-Everything up to the first request is checked first (routing, provider keys, dataset ids, the run
-dir, the open-file limit), so a bad run fails in a second with exit 2, not an hour in.
+The open-file limit and provider keys are checked, and run.json written, before the first request.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import json
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,48 +19,21 @@ from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
-from orchestra_ops.client.sources import load_routing
-from orchestra_ops.errors import ConfigError, Interrupted
+from orchestra_ops.errors import Interrupted
 from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
-from orchestra_ops.runner.manifest import check_dataset_unchanged, run_manifest
+from orchestra_ops.runner.manifest import run_manifest
+from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
-from orchestra_ops.runner.results import ResultsStore
-from orchestra_ops.runner.rundir import default_run_dir, read_run_info, write_run_info
-from orchestra_ops.runner.suite import Suite, SuiteOption
+from orchestra_ops.runner.rundir import read_run_info, write_run_info
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
-from orchestra_ops.runner.templates import Template, load_templates
 from orchestra_ops.runner.toolbox import Toolbox
 
 SCORES_FILE = "scores.json"
-
-
-@dataclass
-class EvalOptions:
-    suite: str
-    dataset: str | None = None
-    run_dir: str | None = None
-    resume: bool = False
-    retry_failed: bool = False
-    dedupe: bool = False
-    concurrency: int = 32
-    limit: int | None = None
-    request_timeout_s: float | None = None
-    task_timeout_s: float | None = None
-    attempts: int = 3
-    model: str | None = None  # the first --model (the chat suite's target)
-    models: tuple[str, ...] = ()  # every --model, in order (default: (model,) when model is set)
-    suite_options: dict[str, Any] = field(default_factory=dict)  # the suite's own flags, by SuiteOption.name
-    templates: dict[str, str] = field(default_factory=dict)  # --template NAME=PATH
-    topology: str | None = None
-    model_config: str | None = None
-    progress_interval_s: float = 5.0
-    unavailable_wait_s: float = 60.0
-    exec_workers: int | None = None  # sandboxed programs running at once (default: the cores)
 
 
 @dataclass
@@ -75,121 +47,6 @@ class EvalSummary:
     store_failed: int
     elapsed_s: float
     scores: dict[str, Any] | None = None
-
-
-@dataclass
-class PreparedRun:
-    options: EvalOptions
-    suite: Suite
-    routing: Routing
-    run_dir: Path
-    dataset: Path
-    samples: list[Sample]  # the units of work of the dataset (after --limit), in order
-    todo: list[Sample]
-    store: ResultsStore
-    names: list[str]
-    task_timeout_s: float
-    templates: dict[str, Template] = field(default_factory=dict)
-    suite_options: dict[str, Any] = field(default_factory=dict)
-    models: tuple[str, ...] = ()
-    dataset_sha256: str | None = None
-
-
-def suite_option_values(suite: Suite, given: dict[str, Any], recorded: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Each of the suite's options: the value given, else the one the run dir recorded, else its default.
-
-    A given value that differs from the recorded one is a ConfigError: one run dir holds one setting.
-    """
-    declared: dict[str, SuiteOption] = {option.name: option for option in suite.options}
-    unknown = sorted(set(given) - set(declared))
-    if unknown:
-        raise ConfigError(f"the {suite.name} suite has no option '{unknown[0]}'")
-    before = {k: v for k, v in (recorded or {}).items() if k in declared}
-    values = {}
-    for name, option in declared.items():
-        if name in given and name in before and _normal(given[name]) != _normal(before[name]):
-            raise ConfigError(f"this run dir was run with {option.flag} {_shown(before[name])}, not "
-                              f"{_shown(given[name])}; use another --run-dir for another setting")
-        values[name] = given[name] if name in given else before.get(name, option.default)
-    return values
-
-
-def _normal(value: Any) -> Any:
-    return list(value) if isinstance(value, (list, tuple)) else value
-
-
-def _shown(value: Any) -> str:
-    return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-
-
-def _check_templates(run_dir: Path, templates: dict[str, Template], recorded: Any) -> None:
-    """A run dir keeps the prompts it started with: a template whose bytes changed is a ConfigError."""
-    if not isinstance(recorded, dict):
-        return
-    for name, template in templates.items():
-        before = recorded.get(name)
-        if isinstance(before, dict) and before.get("sha256") not in (None, template.sha256):
-            raise ConfigError(f"{run_dir} was run with template '{name}' sha256 {str(before['sha256'])[:12]}… "
-                              f"({before.get('source')}); {template.source} has sha256 {template.sha256[:12]}…; "
-                              "use another --run-dir to ask other questions")
-
-
-def prepare(options: EvalOptions) -> PreparedRun:
-    """Every check that needs no network: suite, routing, dataset, run dir, which tasks to run."""
-    from orchestra_ops.evals.registry import load_suite
-
-    if options.concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1")
-    suite = load_suite(options.suite)
-    templates = load_templates(suite.template_files, options.templates, suite.template_fields)
-    routing = load_routing(options.topology, options.model_config)
-    run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
-    info = read_run_info(run_dir) or {}
-    continuing = options.resume or options.retry_failed
-    suite_options = suite_option_values(suite, options.suite_options,
-                                        info.get("suite_options") if continuing else None)
-    if continuing:
-        _check_templates(run_dir, templates, info.get("templates"))
-    models = options.models or ((options.model,) if options.model else ())
-    if not models and continuing and isinstance(info.get("models"), list):
-        models = tuple(str(m) for m in info["models"])
-    suite_view = {**suite_options, "model": models[0] if models else None, "models": list(models),
-                  "templates": templates, "run_dir": str(run_dir)}
-    names = suite.prepare(routing, suite_view)
-    dataset = options.dataset or info.get("dataset") or suite.default_dataset
-    if not dataset:
-        raise ConfigError(f"the {suite.name} suite needs --dataset PATH (a JSONL file of {{\"id\", …}} lines)")
-    dataset_path = Path(dataset).resolve()
-    if info.get("dataset") and options.dataset and Path(info["dataset"]) != dataset_path:
-        raise ConfigError(f"{run_dir} holds results for dataset {info['dataset']}, not {dataset_path}; "
-                          "use another --run-dir")
-    samples = suite.load(dataset_path, dedupe=options.dedupe)
-    dataset_sha256 = check_dataset_unchanged(run_dir, info if continuing else {}, dataset_path)
-    if options.limit is None and continuing and isinstance(info.get("limit"), int):
-        options.limit = info["limit"]  # a continued run keeps the --limit it started with
-    if options.limit is not None:
-        samples = samples[: options.limit]
-    samples = suite.units(samples, suite_view)
-    store = ResultsStore(run_dir)
-    if store.lines and not continuing:
-        raise ConfigError(f"{run_dir} already has results ({len(store.ok_ids)} ok, {len(store.failed_ids)} "
-                          "failed); pass --resume to finish it, --retry-failed to rerun its failures, or "
-                          "--run-dir DIR for a new run (results are never overwritten)")
-    todo = select_tasks(samples, store, resume=options.resume, retry_failed=options.retry_failed)
-    request_timeout = options.request_timeout_s or routing.request_timeout_s
-    task_timeout = options.task_timeout_s or (
-        suite.calls_per_task * options.attempts * (request_timeout + RetryPolicy().backoff_max_s) + 60)
-    return PreparedRun(options, suite, routing, run_dir, dataset_path, samples, todo, store, names, task_timeout,
-                       templates, suite_options, models, dataset_sha256)
-
-
-def select_tasks(samples: list[Sample], store: ResultsStore, *, resume: bool, retry_failed: bool) -> list[Sample]:
-    """resume: ids with no result; retry_failed: ids whose last result is an error; both: either."""
-    if not (resume or retry_failed):
-        return list(samples)
-    finished, failed = store.finished_ids, store.failed_ids
-    return [s for s in samples
-            if (resume and sample_id(s) not in finished) or (retry_failed and sample_id(s) in failed)]
 
 
 def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:

@@ -39,7 +39,7 @@ from orchestra_ops.runner.dataset import sample_id
 from orchestra_ops.runner.results import TaskId
 
 if TYPE_CHECKING:
-    from orchestra_ops.runner.evalrun import PreparedRun
+    from orchestra_ops.runner.prepare import PreparedRun
 
 MANIFEST_VERSION = 1
 MAX_INVOCATIONS = 200

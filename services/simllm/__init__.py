@@ -6,6 +6,7 @@ Modules, each small:
     rules.py    what it answers (orchestrator / expert / judge) and whether an answer is right:
                 pure functions of the request, documented there; tests import them for exact scores
     rubric_rules.py  the rubric (HealthBench) judge: one deterministic verdict per rubric item
+    orchestrator_rules.py  the generic orchestrator: the non-answer tools in turn, then the answer tool
     agent_rules.py  the ToolOrchestra agent roles (orchestrator, query/code writer, answerer, <correct> judge)
     tokens.py   the tokenizer behind /tokenize and /detokenize (tokenize_routes.py serves them)
     faults.py   FaultPlan: error statuses, hangs, malformed judge JSON, jitter; deterministic per seed

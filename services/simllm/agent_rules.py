@@ -48,7 +48,7 @@ import json
 import re
 from typing import Any
 
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import orchestrator_rules, rules
 
 AGENT_ORCHESTRATOR = "agent_orchestrator"
 QUERY_WRITER = "query_writer"
@@ -105,11 +105,6 @@ def orchestrator_question(text: str) -> str:
     """The question key of an orchestrator prompt: after the first 'Problem:', up to a blank line."""
     _, found, rest = text.partition("Problem:")
     return (rest if found else text).strip().split("\n\n", 1)[0].strip()
-
-
-def _tool_name(tool: Any) -> str:
-    function = tool.get("function") if isinstance(tool, dict) else None
-    return str(function.get("name", "")) if isinstance(function, dict) else ""
 
 
 def _model_param(tool: Any) -> dict[str, Any] | None:
@@ -189,7 +184,7 @@ def _call(name: str, arguments: Any) -> dict[str, str]:
 
 
 def _orchestrate(body: dict[str, Any], messages: list[Any]) -> rules.Reply:
-    tools = {_tool_name(t): t for t in body.get("tools") or []}
+    tools = {orchestrator_rules.tool_name(t): t for t in body.get("tools") or []}
     text = _last_user_text(messages)
     question = orchestrator_question(text)
     digest = _digest(question)

@@ -60,7 +60,6 @@ from orchestra_ops.services.simllm import benchmark_rules
 RIGHT_PERCENT = 60
 TOKEN_RE = re.compile(r"sim-[0-9a-f]{8}")
 _HLE_QUESTION_RE = re.compile(r"\[question\]:\s*(.*?)\s*\[response\]:", re.DOTALL)
-_ANSWER_PROPS = ("answer", "final_answer", "response", "content", "text")
 
 JUDGE_HLE = "judge_hle"
 JUDGE_RUBRIC = "judge_rubric"
@@ -204,7 +203,9 @@ def respond(body: dict[str, Any]) -> Reply:
     if role in (JUDGE_HLE, JUDGE_RUBRIC):
         return _judge(role, messages)
     if role == ORCHESTRATOR:
-        return _orchestrate(body, messages)
+        from orchestra_ops.services.simllm import orchestrator_rules
+
+        return orchestrator_rules.orchestrate(body, messages)
     if role in benchmark_rules.ROLES:
         return Reply(role, benchmark_rules.answer_text(role, str(body.get("model") or ""), last_user_text(messages)))
     if role != EXPERT:
@@ -258,73 +259,3 @@ def malformed(reply: Reply) -> Reply:
     """A judge answer cut off mid-JSON (what `--malformed-rate` serves)."""
     text = reply.content or "{}"
     return Reply(reply.role, text[: max(1, len(text) // 2)], judge=True)
-
-
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, dict):
-        function = tool.get("function")
-        if isinstance(function, dict):
-            return str(function.get("name", ""))
-    return ""
-
-
-def _schema_args(tool: Any, question: str, token: str, salt: int) -> dict[str, Any]:
-    function = tool.get("function") if isinstance(tool, dict) else None
-    params = function.get("parameters") if isinstance(function, dict) else None
-    props = params.get("properties") if isinstance(params, dict) else None
-    if not isinstance(props, dict):
-        return {}
-    required = params.get("required") if isinstance(params, dict) else None
-    names = [n for n in required if n in props] if isinstance(required, list) and required else list(props)
-    args: dict[str, Any] = {}
-    for name in names:
-        schema = props[name] if isinstance(props[name], dict) else {}
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            kind = next((k for k in kind if k != "null"), "string")
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            args[name] = schema["enum"][salt % len(schema["enum"])]
-        elif kind == "integer":
-            args[name] = 1
-        elif kind == "number":
-            args[name] = 1.0
-        elif kind == "boolean":
-            args[name] = True
-        elif kind == "array":
-            args[name] = []
-        elif kind == "object":
-            args[name] = {}
-        elif name.lower() in _ANSWER_PROPS:
-            args[name] = token
-        else:
-            args[name] = question[:200]
-    return args
-
-
-def _call(tool: Any, question: str, token: str, salt: int) -> dict[str, str]:
-    args = _schema_args(tool, question, token, salt)
-    return {"name": _tool_name(tool), "arguments": json.dumps(args)}
-
-
-def _orchestrate(body: dict[str, Any], messages: list[Any]) -> Reply:
-    tools = [t for t in body.get("tools") or [] if _tool_name(t)]
-    question = question_of(messages)
-    token = answer_token(question)
-    done = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
-               and m.get("tool_calls"))
-    salt = int(_digest(question)[10:14], 16) + done
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        wanted = str((choice.get("function") or {}).get("name", ""))
-        named = [t for t in tools if _tool_name(t) == wanted]
-        if named:
-            return Reply(ORCHESTRATOR, None, [_call(named[0], question, token, salt)])
-    answer_tools = [t for t in tools if "answer" in _tool_name(t).lower()]
-    other_tools = [t for t in tools if t not in answer_tools]
-    if other_tools and done < orchestrator_rounds(question):
-        return Reply(ORCHESTRATOR, None, [_call(other_tools[done % len(other_tools)], question, token, salt)])
-    if answer_tools:
-        return Reply(ORCHESTRATOR, None, [_call(answer_tools[0], question, token, salt)])
-    if choice == "required" and tools:
-        return Reply(ORCHESTRATOR, None, [_call(tools[done % len(tools)], question, token, salt)])
-    return Reply(ORCHESTRATOR, expert_text(token))

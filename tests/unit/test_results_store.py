@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestra_ops.runner.evalrun import select_tasks
+from orchestra_ops.runner.prepare import select_tasks
 from orchestra_ops.runner.results import ResultsStore
 
 
