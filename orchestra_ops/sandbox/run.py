@@ -60,6 +60,23 @@ class ExecResult:
                 "truncated": self.truncated, "duration_s": round(self.duration_s, 4)}
 
 
+def interpreter_dirs_in_tmp(python: str) -> list[str]:
+    """What of the interpreter lies under /tmp (a clone's venv, a Python unpacked there), outermost only.
+
+    Under bubblewrap /tmp is the program's own empty tmpfs, so these are bound back read-only: the
+    directory `python` is in, its virtual environment (the directory holding pyvenv.cfg) and the
+    installation its executable resolves to.
+    """
+    tmp = Path("/tmp")
+    exe = Path(os.path.abspath(python))
+    wanted = {exe.parent, exe.resolve().parent.parent}
+    if (exe.parent.parent / "pyvenv.cfg").is_file():
+        wanted.add(exe.parent.parent)
+    inside = sorted(d for d in wanted if d != tmp and d.is_relative_to(tmp))
+    outermost = [d for d in inside if not any(d != other and d.is_relative_to(other) for other in inside)]
+    return [str(d) for d in outermost]
+
+
 class Sandbox:
     """Runs untrusted Python; at most `policy.workers` programs at once (create one per run)."""
 
@@ -98,8 +115,10 @@ class Sandbox:
         assert self.isolation.bwrap is not None
         # the program's directory lives in its own size-bounded tmpfs: nothing of it is on this machine's disk
         argv = [self.isolation.bwrap, *namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--size", str(policy.disk_bytes), "--tmpfs", "/tmp", "--dir", INSIDE_DIR, "--chdir", INSIDE_DIR,
-                "--clearenv"]
+                "--size", str(policy.disk_bytes), "--tmpfs", "/tmp"]
+        for directory in interpreter_dirs_in_tmp(policy.python):  # the private /tmp must not hide the interpreter
+            argv += ["--ro-bind", directory, directory]
+        argv += ["--dir", INSIDE_DIR, "--chdir", INSIDE_DIR, "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
         return [*argv, "--", *program], env, "/"

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from orchestra_ops.sandbox import ExecResult, Isolation, Sandbox, SandboxPolicy, detect_isolation
+from orchestra_ops.sandbox.run import interpreter_dirs_in_tmp
 from tests.helpers import REPO
 
 ISOLATION = detect_isolation()
@@ -103,6 +104,33 @@ def test_writing_outside_its_directory_fails(tmp_path: Path) -> None:
         assert not any(target.exists() for target in targets)
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_the_interpreter_dirs_under_tmp_are_its_venv_and_installation() -> None:
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        venv = Path(tmp) / "clone" / ".venv"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+        unpacked = Path(tmp) / "python" / "bin"
+        unpacked.mkdir(parents=True)
+        (unpacked / "python3").touch()
+        assert interpreter_dirs_in_tmp(str(venv / "bin" / "python")) == [str(venv)]
+        assert interpreter_dirs_in_tmp(str(unpacked / "python3")) == [str(unpacked.parent)]
+    assert interpreter_dirs_in_tmp("/usr/bin/python3") == []
+
+
+@needs_bwrap
+def test_an_interpreter_under_tmp_still_runs_and_cannot_be_written() -> None:
+    """A clone checked out in /tmp runs its programs with its own venv: the private /tmp binds it back read-only."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        venv = Path(tmp) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        code = (f"import sys\nprint(sys.prefix)\ntry:\n    open({str(venv / 'x.txt')!r}, 'w')\n    print('wrote')\n"
+                "except OSError:\n    print('blocked')\n")
+        result = run(code, SandboxPolicy(wall_time_s=20, workers=1, python=str(venv / "bin" / "python")))
+        assert result.stdout == f"{venv}\nblocked\n"  # type: ignore[attr-defined]
+        assert not (venv / "x.txt").exists()
 
 
 @needs_bwrap
