@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,12 @@ import pytest
 
 from tests.simserver import SimServer
 from tests.terminal import Terminal
+
+# A suite started in the background by a non-interactive shell (`bash .ci/run &`) has SIGINT ignored,
+# and an ignored signal is inherited by every process a test starts: `ops health --watch` or `ops logs -f`
+# would never see the Ctrl-C the test sends. A handler (unlike an ignore) is reset to the default at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
