@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from orchestra_ops.procs import listeners
+from tests.helpers import kill_tree
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
 
 cluster = cluster_fixture(slurm=False, sshd=True)
@@ -77,7 +78,10 @@ def test_up_health_logs_kill_down_on_a_remote_node(harness: ClusterHarness) -> N
         assert seen.startswith("appended on the node at ")
     finally:
         follower.send_signal(signal.SIGINT)
-        follower.wait(timeout=30)
+        try:
+            follower.wait(timeout=30)
+        finally:
+            kill_tree(follower.pid)  # never left behind, not even when the Ctrl-C did not end it
 
     victim = state["processes"][1]
     os.kill(victim["pid"], signal.SIGKILL)
