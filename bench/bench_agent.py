@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent_baseline import Baseline, run_all
+from bench.tables import table
 from orchestra_ops.runner.evalrun import open_tee, run_eval
 from orchestra_ops.runner.prepare import EvalOptions, prepare
 from orchestra_ops.runner.templates import packaged
@@ -46,14 +47,6 @@ SIMS = {"orchestrator": (800, 0.9, 4), "answer": (330, 0.5, 2), "reasoner": (80,
 RETRIEVAL_MS = 55
 CORPUS = Path(packaged("data/agent_corpus.jsonl"))
 TOOL_MODEL = {"search": "search", "enhance_reasoning": "reasoner", "answer": "answer"}
-
-
-def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-    print(f"\n{title}")
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 def _dataset(path: Path) -> list[dict[str, Any]]:
@@ -197,24 +190,24 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     bound = ours["bound_s"]
     their_bound = max(ours["longest_nominal_s"], ours["work_s"] / BASELINE_CONCURRENCY)
-    _table(f"ops eval hle: {TASKS} tasks; sims at the seed run's latencies / 100; programs run by {python} "
-           f"(ops: {EXEC_WORKERS} sandbox workers)",
-           ["harness", "wall s", "bound s", "bound / wall", "tasks/s", "ok", "correct", "CPU/task", "CPUs busy"],
-           [[f"ops (concurrency {CONCURRENCY})", f"{ours['wall_s']:.1f}", f"{bound:.1f}",
-             f"{bound / ours['wall_s']:.2f}", f"{TASKS / ours['wall_s']:.1f}", str(ours["ok"]), str(ours["correct"]),
-             f"{ours['cpu_s'] / TASKS * 1000:.1f} ms", f"{100 * ours['busy']:.0f}%"],
-            [f"original pattern (threads, concurrency {BASELINE_CONCURRENCY})", f"{theirs['wall_s']:.1f}",
-             f"{their_bound:.1f}", f"{their_bound / theirs['wall_s']:.2f}", f"{TASKS / theirs['wall_s']:.1f}",
-             str(theirs["ok"]), str(theirs["correct"]), f"{theirs['cpu_s'] / TASKS * 1000:.1f} ms",
-             f"{100 * theirs['busy']:.0f}%"]])
+    table(f"ops eval hle: {TASKS} tasks; sims at the seed run's latencies / 100; programs run by {python} "
+          f"(ops: {EXEC_WORKERS} sandbox workers)",
+          ["harness", "wall s", "bound s", "bound / wall", "tasks/s", "ok", "correct", "CPU/task", "CPUs busy"],
+          [[f"ops (concurrency {CONCURRENCY})", f"{ours['wall_s']:.1f}", f"{bound:.1f}",
+            f"{bound / ours['wall_s']:.2f}", f"{TASKS / ours['wall_s']:.1f}", str(ours["ok"]), str(ours["correct"]),
+            f"{ours['cpu_s'] / TASKS * 1000:.1f} ms", f"{100 * ours['busy']:.0f}%"],
+           [f"original pattern (threads, concurrency {BASELINE_CONCURRENCY})", f"{theirs['wall_s']:.1f}",
+            f"{their_bound:.1f}", f"{their_bound / theirs['wall_s']:.2f}", f"{TASKS / theirs['wall_s']:.1f}",
+            str(theirs["ok"]), str(theirs["correct"]), f"{theirs['cpu_s'] / TASKS * 1000:.1f} ms",
+            f"{100 * theirs['busy']:.0f}%"]])
     print(f"  ops bound = max(longest chain {ours['longest_s']:.2f} s (nominal {ours['longest_nominal_s']:.2f} s), "
           f"total work {ours['work_s']:.0f} s / {CONCURRENCY} = {ours['work_s'] / CONCURRENCY:.2f} s); goal bound/wall "
           f">= 0.9 {'met' if bound / ours['wall_s'] >= 0.9 else 'MISSED'}")
     print(f"  ops / original pattern: {theirs['wall_s'] / ours['wall_s']:.1f}x faster; ops CPU {ours['cpu_s']:.1f} s "
           f"for {TASKS} tasks (CPU/task: this process only, not the sims or the programs it ran)")
     times, size = _resume_times()
-    _table(f"resume: open a 50,000-line results.jsonl of agent records ({size / 1e6:.1f} MB) and pick the tasks left",
-           ["runs", "best s", "worst s"], [[str(len(times)), f"{min(times):.3f}", f"{max(times):.3f}"]])
+    table(f"resume: open a 50,000-line results.jsonl of agent records ({size / 1e6:.1f} MB) and pick the tasks left",
+          ["runs", "best s", "worst s"], [[str(len(times)), f"{min(times):.3f}", f"{max(times):.3f}"]])
     print(f"load average after: {os.getloadavg()}")
     return 0
 

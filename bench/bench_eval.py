@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.tables import table
 from orchestra_ops.client.capacity import measure
 from orchestra_ops.client.errors import TransportError
 from orchestra_ops.client.fleet import Fleet
@@ -47,14 +48,6 @@ BUCKET_QPS = 5.0
 BUCKET_REQUESTS = 500
 STORE_LINES = 50_000
 CLIENT_REQUESTS = 3_000
-
-
-def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-    print(f"\n{title}")
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 # 1. ops bench
@@ -191,23 +184,23 @@ def main() -> int:
         for sim in sims:
             sim.stop()
     rate = ours["req_per_s"]
-    _table(f"1-2. throughput: {REPLICAS} sim replicas at {LATENCY_MS} ms, bound {BOUND:,.0f} req/s",
-           ["harness", "requests", "req/s", "of bound", "p50 ms", "p99 ms", "errors"],
-           [[f"ops bench (concurrency {CONCURRENCY})", str(REQUESTS), f"{rate:,.1f}", f"{rate / BOUND:.2f}",
-             f"{ours['p50_s'] * 1000:.0f}", f"{ours['p99_s'] * 1000:.0f}", json.dumps(ours["errors"])],
-            [f"threads + {BUCKET_QPS:g} qps token bucket", str(BUCKET_REQUESTS), f"{bucket_rate:,.1f}",
-             f"{bucket_rate / BOUND:.3f}", "-", "-", str(BUCKET_REQUESTS - bucket_ok)]])
+    table(f"1-2. throughput: {REPLICAS} sim replicas at {LATENCY_MS} ms, bound {BOUND:,.0f} req/s",
+          ["harness", "requests", "req/s", "of bound", "p50 ms", "p99 ms", "errors"],
+          [[f"ops bench (concurrency {CONCURRENCY})", str(REQUESTS), f"{rate:,.1f}", f"{rate / BOUND:.2f}",
+            f"{ours['p50_s'] * 1000:.0f}", f"{ours['p99_s'] * 1000:.0f}", json.dumps(ours["errors"])],
+           [f"threads + {BUCKET_QPS:g} qps token bucket", str(BUCKET_REQUESTS), f"{bucket_rate:,.1f}",
+            f"{bucket_rate / BOUND:.3f}", "-", "-", str(BUCKET_REQUESTS - bucket_ok)]])
     verdict = "meets" if rate / BOUND >= TARGET else "MISSES"
     print(f"  ratio ops bench / thread pool: {rate / bucket_rate:.0f}x; {rate / BOUND:.2f} of the bound "
           f"{verdict} the {TARGET} target")
     times = _resume_times()
-    _table(f"3. resume: open a {STORE_LINES:,}-line results.jsonl and compute the remaining ids",
-           ["runs", "best s", "median s"], [[str(len(times)), f"{min(times):.3f}", f"{statistics.median(times):.3f}"]])
-    _table(f"4. HTTP client at concurrency {CONCURRENCY}, {CLIENT_REQUESTS} requests, same pool and chat call",
-           ["transport", "req/s", "of bound", "client CPU us/request"],
-           [["aiohttp, a connector per replica (used)", f"{aio[0]:,.1f}", f"{aio[0] / BOUND:.2f}", f"{aio[1]:.0f}"],
-            ["one shared httpx.AsyncClient", f"{httpx_shared[0]:,.1f}", f"{httpx_shared[0] / BOUND:.2f}",
-             f"{httpx_shared[1]:.0f}"]])
+    table(f"3. resume: open a {STORE_LINES:,}-line results.jsonl and compute the remaining ids",
+          ["runs", "best s", "median s"], [[str(len(times)), f"{min(times):.3f}", f"{statistics.median(times):.3f}"]])
+    table(f"4. HTTP client at concurrency {CONCURRENCY}, {CLIENT_REQUESTS} requests, same pool and chat call",
+          ["transport", "req/s", "of bound", "client CPU us/request"],
+          [["aiohttp, a connector per replica (used)", f"{aio[0]:,.1f}", f"{aio[0] / BOUND:.2f}", f"{aio[1]:.0f}"],
+           ["one shared httpx.AsyncClient", f"{httpx_shared[0]:,.1f}", f"{httpx_shared[0] / BOUND:.2f}",
+            f"{httpx_shared[1]:.0f}"]])
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -40,6 +40,7 @@ from orchestra_ops.evals.healthbench_grading import JudgeSettings, grader_prompt
 from orchestra_ops.evals.healthbench_scoring import aggregate, example_metrics
 from orchestra_ops.services.simllm import rules
 
+from bench.tables import table
 from orchestra_ops.runner.templates import load_templates
 from tests.simserver import SimServer
 
@@ -53,14 +54,6 @@ JUDGE = JudgeSettings(name="judge")
 
 Row = dict[str, Any]
 Graded = list[list[bool]]  # per example, per item
-
-
-def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-    print(f"\n{title}")
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 def _response(row: Row) -> str:
@@ -232,10 +225,10 @@ def main() -> int:
     ]:
         rows_out.append([name, f"{wall:.1f}", str(calls), f"{calls / wall:.2f}", f"{oc_wall / wall:.1f}x",
                          f"{wall / bound:.2f}", str(errors), f"{score:.4f}" if score is not None else "-"])
-    _table(f"HealthBench grading: {len(rows)} examples, {n_items} rubric items; bound {bound:.1f} s "
-           f"= (1 + {ours['max_attempts'] - 1} re-asks) x {latency_s:g} s",
-           ["harness", "wall s", "judge calls", "calls/s", "vs OpenCompass", "wall / bound", "grader errors",
-            "score"], rows_out)
+    table(f"HealthBench grading: {len(rows)} examples, {n_items} rubric items; bound {bound:.1f} s "
+          f"= (1 + {ours['max_attempts'] - 1} re-asks) x {latency_s:g} s",
+          ["harness", "wall s", "judge calls", "calls/s", "vs OpenCompass", "wall / bound", "grader errors",
+           "score"], rows_out)
     speedup, of_bound = oc_wall / ours["wall_s"], ours["wall_s"] / bound
     print(f"  ops process, start-up and scoring included: {ours['process_s']:.1f} s")
     print(f"  ops is {speedup:.1f}x the OpenCompass pattern ({'meets' if speedup >= 10 else 'MISSES'} the 10x goal) "

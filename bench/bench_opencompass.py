@@ -32,6 +32,7 @@ from typing import Any
 
 from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth
 
+from bench.tables import table
 from orchestra_ops.runner.evalrun import run_eval, write_scores
 from orchestra_ops.runner.prepare import EvalOptions, prepare
 from orchestra_ops.runner.tee import TeeLog
@@ -46,14 +47,6 @@ OPS_CONCURRENCY = (32, 256)
 # (label, qps, batch_size, requests measured per model)
 OPENCOMPASS = (("OpenCompass defaults: qps 1, batch_size 1", 1, 1, 15),
                ("OpenCompass qps 16, batch_size 16", 16, 16, 160))
-
-
-def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-    print(f"\n{title}")
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
 def _dataset(folder: Path) -> Path:
@@ -178,10 +171,10 @@ def main() -> int:
             for sim in sims:
                 sim.stop()
     print(f"ft - base on gsm8k (ops): {diff:+.2f} points")
-    _table(f"gsm8k, {SAMPLES:,} samples x {len(MODELS)} models (base + LoRA adapter), {REPLICAS} sim replicas at "
-           f"{LATENCY_MS} ms",
-           ["harness", "requests", "req/s", "bound req/s", "of bound", "s for 2,638", "scoring s"],
-           [*ops_rows, *oc_rows])
+    table(f"gsm8k, {SAMPLES:,} samples x {len(MODELS)} models (base + LoRA adapter), {REPLICAS} sim replicas at "
+          f"{LATENCY_MS} ms",
+          ["harness", "requests", "req/s", "bound req/s", "of bound", "s for 2,638", "scoring s"],
+          [*ops_rows, *oc_rows])
     best = float(ops_rows[-1][2].replace(",", ""))
     for row in oc_rows:
         print(f"  ops (concurrency {OPS_CONCURRENCY[-1]}) / {row[0]}: {best / float(row[2].replace(',', '')):,.0f}x")
