@@ -18,7 +18,7 @@ from orchestra_ops.evals.agent.config import AgentConfig
 from orchestra_ops.evals.agent.context import Budgeted, Evidence, expert_context
 from orchestra_ops.evals.agent.protocol import MAX_QUERY_CHARS
 
-from orchestra_ops.client.chat import ChatResult, Message
+from orchestra_ops.client.chat import Message
 from orchestra_ops.client.errors import CallError
 from orchestra_ops.runner.profile import ToolEvent
 from orchestra_ops.runner.suite import TaskContext
@@ -50,6 +50,8 @@ class AnswerResult:
 class ToolResult:
     turn: dict[str, Any]
     entry: dict[str, Any]
+    start_wall: float  # when the tool began: epoch seconds (profile.jsonl) and monotonic (its latency)
+    start: float
     documents: list[str] = field(default_factory=list)
     code: tuple[str, str] | None = None
     answer: AnswerResult | None = None
@@ -60,29 +62,40 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
-async def _expert(state: TaskState, target: str, messages: list[Message], call: str) -> tuple[ChatResult, float]:
-    start = time.monotonic()
-    result = await state.ctx.chat(target, messages, **state.config.sampling[call])
-    return result, time.monotonic() - start
-
-
-def _base(state: TaskState, tool: str, alias: str, target: str, context: str) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _begin(state: TaskState, tool: str, alias: str, target: str, *, answer: bool) -> tuple[ToolResult, str]:
+    """The clock started, the expert's context built, the turn and the call entry opened."""
+    start_wall, start = time.time(), time.monotonic()
+    context = await expert_context(state.evidence, state.budget, state.config.protocol, answer=answer)
     served = state.config.served.get(target, target)
     turn = {"tool": tool, "model": served, "alias": alias, "target": target, "context_str": context,
             "problem": state.question, "id": state.task_id, "eid": state.eid, "step": state.round}
     entry = {"round": state.round, "tool": tool, "alias": alias, "model": served, "replica": None, "status": "ok"}
-    return turn, entry
+    return ToolResult(turn, entry, start_wall, start), context
 
 
-def _finish(state: TaskState, result: ToolResult, start_wall: float, start: float, expert_s: float | None,
-            parts: dict[str, float]) -> ToolResult:
+async def _ask_expert(state: TaskState, result: ToolResult, target: str, messages: list[Message],
+                      call: str) -> tuple[str, float] | None:
+    """(the expert's reply, its seconds); None when the call failed: `result.error` then says how."""
+    start = time.monotonic()
+    try:
+        reply = await state.ctx.chat(target, messages, **state.config.sampling[call])
+    except CallError as exc:
+        result.error = exc
+        return None
+    expert_s = time.monotonic() - start
+    result.entry["replica"] = reply.replica
+    result.entry["expert_ms"] = _ms(expert_s)
+    return reply.content or "", expert_s
+
+
+def _finish(state: TaskState, result: ToolResult, expert_s: float | None, parts: dict[str, float]) -> ToolResult:
     entry = result.entry
     if result.error is not None:
         entry["status"] = result.error.kind
         result.turn["tool_error"] = result.error.message
         result.turn["tool_error_type"] = result.error.kind
-    state.ctx.record(ToolEvent(task=state.task_id, tool=entry["tool"], start=start_wall,
-                               latency_s=time.monotonic() - start, status=entry["status"], round=state.round,
+    state.ctx.record(ToolEvent(task=state.task_id, tool=entry["tool"], start=result.start_wall,
+                               latency_s=time.monotonic() - result.start, status=entry["status"], round=state.round,
                                alias=entry["alias"], target=result.turn["target"], model=entry["model"],
                                replica=entry["replica"], expert_s=expert_s, parts=parts,
                                error=result.error.message if result.error else None))
@@ -91,23 +104,17 @@ def _finish(state: TaskState, result: ToolResult, start_wall: float, start: floa
 
 async def search(state: TaskState, alias: str, target: str) -> ToolResult:
     cfg, protocol = state.config, state.config.protocol
-    start_wall, start = time.time(), time.monotonic()
-    context = await expert_context(state.evidence, state.budget, protocol, answer=False)
-    turn, entry = _base(state, "search", alias, target, context)
+    result, context = await _begin(state, "search", alias, target, answer=False)
+    turn, entry = result.turn, result.entry
     turn["answer"] = state.gold
     prompt = cfg.templates["query_writer"].render(context=context.strip(), problem=state.question)
-    result = ToolResult(turn, entry)
-    try:
-        reply, expert_s = await _expert(state, target, [{"role": "user", "content": prompt}], "search")
-    except CallError as exc:
-        result.error = exc
-        return _finish(state, result, start_wall, start, None, {})
-    entry["replica"] = reply.replica
-    content = reply.content or ""
+    asked = await _ask_expert(state, result, target, [{"role": "user", "content": prompt}], "search")
+    if asked is None:
+        return _finish(state, result, None, {})
+    content, expert_s = asked
     query = content.split("<query>")[-1].split("</query>")[0] if content else state.question
     turn.update(query=query, _query_llm_ms=_ms(expert_s), _retrieval_ms=0.0, _retrieval_retries=0,
                 _search_backend=None, _search_local_hits=0, _search_tavily_hits=0)
-    entry["expert_ms"] = _ms(expert_s)
     parts: dict[str, float] = {}
     if len(query) >= protocol.min_query_chars:
         found = await state.ctx.retrieve(protocol.retrieval_services, query[:MAX_QUERY_CHARS], topk=protocol.topk,
@@ -124,24 +131,18 @@ async def search(state: TaskState, alias: str, target: str) -> ToolResult:
         entry["documents"] = len(found.documents)
         parts["retrieval"] = found.latency_s
     turn["search_results_data"] = result.documents
-    return _finish(state, result, start_wall, start, expert_s, parts)
+    return _finish(state, result, expert_s, parts)
 
 
 async def enhance_reasoning(state: TaskState, alias: str, target: str) -> ToolResult:
     cfg = state.config
-    start_wall, start = time.time(), time.monotonic()
-    context = await expert_context(state.evidence, state.budget, cfg.protocol, answer=False)
-    turn, entry = _base(state, "enhance_reasoning", alias, target, context)
+    result, context = await _begin(state, "enhance_reasoning", alias, target, answer=False)
+    turn, entry = result.turn, result.entry
     prompt = cfg.templates["code_writer"].render(context=context.strip(), problem=state.question)
-    result = ToolResult(turn, entry)
-    try:
-        reply, expert_s = await _expert(state, target, [{"role": "user", "content": prompt}], "reasoner")
-    except CallError as exc:
-        result.error = exc
-        return _finish(state, result, start_wall, start, None, {})
-    entry["replica"] = reply.replica
-    entry["expert_ms"] = _ms(expert_s)
-    content = reply.content or ""
+    asked = await _ask_expert(state, result, target, [{"role": "user", "content": prompt}], "reasoner")
+    if asked is None:
+        return _finish(state, result, None, {})
+    content, expert_s = asked
     code = content.split("```python")[-1].split("```")[0]
     turn.update(generated_code=code, exec_result="", _llm_ms=_ms(expert_s), _exec_ms=0.0)
     parts: dict[str, float] = {}
@@ -154,7 +155,7 @@ async def enhance_reasoning(state: TaskState, alias: str, target: str) -> ToolRe
         parts["exec"] = ran.duration_s
         if output.strip():
             result.code = (code, output)
-    return _finish(state, result, start_wall, start, expert_s, parts)
+    return _finish(state, result, expert_s, parts)
 
 
 def _answer_messages(state: TaskState, context: str, answer_format: str) -> list[Message]:
@@ -168,22 +169,16 @@ def _answer_messages(state: TaskState, context: str, answer_format: str) -> list
 
 async def answer(state: TaskState, alias: str, target: str) -> ToolResult:
     cfg = state.config
-    start_wall, start = time.time(), time.monotonic()
-    context = await expert_context(state.evidence, state.budget, cfg.protocol, answer=True)
-    turn, entry = _base(state, "answer", alias, target, context)
+    result, context = await _begin(state, "answer", alias, target, answer=True)
+    turn, entry = result.turn, result.entry
     turn["answer"] = state.gold
     answer_format = cfg.answer_formats.get(alias, "answer")
     messages = _answer_messages(state, context, answer_format)
     turn["messages"] = messages[-1]["content"] if answer_format == "answer" else messages
-    result = ToolResult(turn, entry)
-    try:
-        reply, expert_s = await _expert(state, target, messages, "answer")
-    except CallError as exc:
-        result.error = exc
-        return _finish(state, result, start_wall, start, None, {})
-    entry["replica"] = reply.replica
-    entry["expert_ms"] = _ms(expert_s)
-    response = reply.content or ""
+    asked = await _ask_expert(state, result, target, messages, "answer")
+    if asked is None:
+        return _finish(state, result, None, {})
+    response, expert_s = asked
     pred = grading.extract(response, answer_format)
     turn.update(response=response, pred=pred, answer_format=answer_format, _expert_ms=_ms(expert_s))
     judge_start = time.monotonic()
@@ -192,7 +187,7 @@ async def answer(state: TaskState, alias: str, target: str) -> ToolResult:
     except CallError as exc:
         result.error = CallError(f"judge_{exc.kind}", f"the judge failed: {exc.message}", attempts=exc.attempts,
                                  replica=exc.replica)
-        return _finish(state, result, start_wall, start, expert_s, {"judge": time.monotonic() - judge_start})
+        return _finish(state, result, expert_s, {"judge": time.monotonic() - judge_start})
     judge_s = time.monotonic() - judge_start
     result.answer = graded
     turn.update(correctness=bool(graded.correct), grade=graded.grade)
@@ -203,7 +198,7 @@ async def answer(state: TaskState, alias: str, target: str) -> ToolResult:
         parts["judge"] = judge_s
     if graded.judge is not None:
         turn["judge_response"] = graded.judge
-    return _finish(state, result, start_wall, start, expert_s, parts)
+    return _finish(state, result, expert_s, parts)
 
 
 async def grade(state: TaskState, response: str, pred: str) -> AnswerResult:
