@@ -49,13 +49,18 @@ def check_row(row: Any, where: str) -> Sample:
     where = f"{where} (prompt_id {prompt_id})"
     _check_prompt(row.get("prompt"), where)
     _check_rubrics(row.get("rubrics"), where)
-    tags = row.get("example_tags", [])
+    tags = _tags(row.get("example_tags", []), where, "example_tags", "example tag")
+    return {**row, "id": prompt_id, "example_tags": tags}
+
+
+def _tags(tags: Any, where: str, key: str, noun: str) -> list[str]:
+    """`tags` when it is a list of distinct strings, else a ConfigError naming `key` or the repeated tag."""
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ConfigError(f"{where}: \"example_tags\" must be a list of strings")
+        raise ConfigError(f"{where}: \"{key}\" must be a list of strings")
     repeated = [t for t, n in Counter(tags).items() if n > 1]
     if repeated:
-        raise ConfigError(f"{where}: example tag {repeated[0]!r} is given twice")
-    return {**row, "id": prompt_id, "example_tags": tags}
+        raise ConfigError(f"{where}: {noun} {repeated[0]!r} is given twice")
+    return tags
 
 
 def _check_prompt(prompt: Any, where: str) -> None:
@@ -79,12 +84,7 @@ def _check_rubrics(rubrics: Any, where: str) -> None:
         points = item.get("points")
         if isinstance(points, bool) or not isinstance(points, (int, float)):
             raise ConfigError(f"{at}: \"points\" must be a number (negative for an undesirable criterion)")
-        tags = item.get("tags", [])
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise ConfigError(f"{at}: \"tags\" must be a list of strings")
-        repeated = [t for t, n in Counter(tags).items() if n > 1]
-        if repeated:
-            raise ConfigError(f"{at}: tag {repeated[0]!r} is given twice")
+        _tags(item.get("tags", []), at, "tags", "tag")
     if not any(item["points"] > 0 for item in rubrics):
         raise ConfigError(f"{where}: no rubric item has positive points, so its score is undefined")
 

@@ -27,8 +27,24 @@ PART_SUFFIX = "_latency"
 EXPERT_KEY = "expert_latency"
 
 
+class _Timed:
+    """What model and tool calls share: when they began, how long they took, how they ended."""
+
+    start: float
+    latency: float
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def end(self) -> float:
+        return self.start + self.latency
+
+
 @dataclass(frozen=True)
-class ModelCall:
+class ModelCall(_Timed):
     role: str
     model: str
     replica: str | None
@@ -41,17 +57,9 @@ class ModelCall:
     error: str | None = None
     task: str | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @property
-    def end(self) -> float:
-        return self.start + self.latency
-
 
 @dataclass(frozen=True)
-class ToolCall:
+class ToolCall(_Timed):
     tool: str
     model: str | None
     start: float
@@ -61,14 +69,6 @@ class ToolCall:
     parts: dict[str, float] = field(default_factory=dict)  # other timed parts -> seconds
     task: str | None = None
     alias: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @property
-    def end(self) -> float:
-        return self.start + self.latency
 
 
 @dataclass
