@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.backends import Backends
-from orchestra_ops.backends.base import NodeView
+from orchestra_ops.backends.base import NodeView, ProcessView
 from orchestra_ops.errors import StateError
 from orchestra_ops.fleet import write_fleet_endpoints
 from orchestra_ops.health import DEFAULT_PROBE_TIMEOUT_S, Probe, probe_all
@@ -64,6 +64,21 @@ def observe(state: FleetState, backends: Backends) -> tuple[FleetState, dict[str
     return updated, views
 
 
+def _observed(name: str | None, *, up_only: bool) -> tuple[FleetState, dict[str, NodeView]]:
+    """The topology `name` (default: the most recent) as its backends see it now (see `observe`)."""
+    state = read_state(resolve_name(name, up_only=up_only))
+    with Backends() as backends:
+        return observe(state, backends)
+
+
+def _process_views(state: FleetState, views: dict[str, NodeView]
+                   ) -> Iterator[tuple[ProcessRecord, NodeView | None, ProcessView | None]]:
+    """Each process with its node's view and its own (None: no view of the node, or the process not in it)."""
+    for record in state.processes:
+        view = views.get(record.node)
+        yield record, view, view.processes.get(record.name) if view is not None else None
+
+
 def _node_rows(state: FleetState, views: dict[str, NodeView]) -> list[NodeStatus]:
     return [NodeStatus(name=node.name, backend=node.backend, host=node.host,
                        state=views[node.name].state if node.name in views else "",
@@ -92,13 +107,9 @@ class HealthReport:
 
 def health(name: str | None = None, *, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> HealthReport:
     """Probe every process of a topology (default: the most recent one up) concurrently."""
-    state = read_state(resolve_name(name))
-    with Backends() as backends:
-        state, views = observe(state, backends)
+    state, views = _observed(name, up_only=True)
     targets = []
-    for record in state.processes:
-        view = views.get(record.node)
-        process = view.processes.get(record.name) if view is not None else None
+    for record, view, process in _process_views(state, views):
         unreachable = view is not None and view.state == "unreachable"
         waiting = view.state if view is not None and view.waiting(record.name) else None
         alive = unreachable or (process is not None and process.alive and record.host is not None)
@@ -143,27 +154,22 @@ class StatusReport:
 
 def status(name: str | None = None) -> StatusReport:
     """The process view from state.json and each node's backend (default: the most recent topology up)."""
-    state = read_state(resolve_name(name, up_only=False))
-    with Backends() as backends:
-        state, views = observe(state, backends)
+    state, views = _observed(name, up_only=False)
     rows = []
-    for record in state.processes:
-        view = views.get(record.node)
-        process = view.processes.get(record.name) if view is not None else None
+    for record, view, process in _process_views(state, views):
         alive = process is not None and process.alive
         rows.append(ProcessStatus(name=record.name, node=record.node, backend=record.backend, pid=record.pid,
-                                  alive=alive, state=_describe(view, record, alive),
+                                  alive=alive, state=_describe(view, process, record, alive),
                                   uptime_s=process.uptime_s if process is not None and alive else None,
                                   host=record.host, port=record.port, log=record.log))
     return StatusReport(state=state, processes=rows, nodes=_node_rows(state, views))
 
 
-def _describe(view: NodeView | None, record: ProcessRecord, alive: bool) -> str:
+def _describe(view: NodeView | None, process: ProcessView | None, record: ProcessRecord, alive: bool) -> str:
     if view is None:
         return "?"
     if view.state == "unreachable":
         return "unreachable"
-    process = view.processes.get(record.name)
     if view.waiting(record.name):
         return view.state
     if alive:
