@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import kill_tree
 from tests.simserver import SimServer
 from tests.terminal import Terminal
 
@@ -42,3 +45,21 @@ def terminal() -> Iterator[Terminal]:
     term = Terminal()
     yield term
     term.close()
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[[str], subprocess.Popen[str]]]:
+    """A factory: `proc = spawn(code)` runs `python -c code` in a session of its own (stdout a text pipe);
+    everything it started is killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(code: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        kill_tree(proc.pid)
+        proc.wait(timeout=10)

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +17,17 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = [sys.executable, "-m", "orchestra_ops"]
+
+
+# A process that ignores SIGTERM, with a child in its group that ignores it too; prints the child's pid.
+STUBBORN = textwrap.dedent("""
+    import signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    print(child.pid, flush=True)
+    time.sleep(600)
+""")
 
 
 def free_port() -> int:

@@ -7,45 +7,18 @@ import resource
 import socket
 import subprocess
 import sys
-import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import psutil
 import pytest
 
 from orchestra_ops import procs
-from tests.helpers import free_port, kill_tree
-
-# A parent that ignores SIGTERM, with a child in its group that also ignores it, and prints both pids.
-STUBBORN = textwrap.dedent("""
-    import signal, subprocess, sys, time
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = subprocess.Popen([sys.executable, "-c",
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
-    print(child.pid, flush=True)
-    time.sleep(600)
-""")
+from tests.helpers import STUBBORN, free_port
 
 
-@pytest.fixture
-def started() -> Iterator[list[subprocess.Popen[str]]]:
-    children: list[subprocess.Popen[str]] = []
-    yield children
-    for child in children:
-        kill_tree(child.pid)
-        child.wait(timeout=10)
-
-
-def _spawn(started: list[subprocess.Popen[str]], code: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                             start_new_session=True)
-    started.append(child)
-    return child
-
-
-def test_identity_needs_the_same_start_time(started: list[subprocess.Popen[str]]) -> None:
-    child = _spawn(started, "import time; time.sleep(600)")
+def test_identity_needs_the_same_start_time(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
+    child = spawn("import time; time.sleep(600)")
     created = procs.start_time(child.pid)
     assert procs.is_alive(child.pid, created)
     assert not procs.is_alive(child.pid, created - 5)  # a recycled pid is not our process
@@ -54,8 +27,8 @@ def test_identity_needs_the_same_start_time(started: list[subprocess.Popen[str]]
     assert not procs.is_alive(child.pid, created)
 
 
-def test_zombie_counts_as_gone(started: list[subprocess.Popen[str]]) -> None:
-    child = _spawn(started, "pass")
+def test_zombie_counts_as_gone(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
+    child = spawn("pass")
     created = procs.start_time(child.pid)
     for _ in range(200):
         if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
@@ -64,8 +37,8 @@ def test_zombie_counts_as_gone(started: list[subprocess.Popen[str]]) -> None:
     assert not procs.is_alive(child.pid, created)
 
 
-def test_terminate_escalates_to_sigkill_for_the_whole_group(started: list[subprocess.Popen[str]]) -> None:
-    parent = _spawn(started, STUBBORN)
+def test_terminate_escalates_to_sigkill_for_the_whole_group(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
+    parent = spawn(STUBBORN)
     assert parent.stdout is not None
     child_pid = int(parent.stdout.readline())
     leader = psutil.Process(parent.pid)
@@ -78,9 +51,9 @@ def test_terminate_escalates_to_sigkill_for_the_whole_group(started: list[subpro
     assert not psutil.pid_exists(child_pid) or psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
 
 
-def test_terminate_never_signals_a_group_none_of_ours_is_in(started: list[subprocess.Popen[str]]) -> None:
-    bystander = _spawn(started, "import time; time.sleep(600)")
-    ours = _spawn(started, "import time; time.sleep(600)")
+def test_terminate_never_signals_a_group_none_of_ours_is_in(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
+    bystander = spawn("import time; time.sleep(600)")
+    ours = spawn("import time; time.sleep(600)")
     result = procs.terminate([psutil.Process(ours.pid)], [bystander.pid], timeout=5)
     assert [p.pid for p in result.terminated] == [ours.pid]
     assert bystander.poll() is None
@@ -120,10 +93,10 @@ def test_soft_nofile_is_inherited_and_restored() -> None:
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
 
 
-def test_terminate_counts_a_process_that_died_before_the_wait(started: list[subprocess.Popen[str]],
+def test_terminate_counts_a_process_that_died_before_the_wait(spawn: Callable[[str], subprocess.Popen[str]],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The order that made the test above flaky, forced: the process is a zombie before the wait."""
-    ours = _spawn(started, "import time; time.sleep(600)")
+    ours = spawn("import time; time.sleep(600)")
     real_signal_all = procs._signal_all
 
     def signal_then_wait_for_death(targets, groups, sig):  # type: ignore[no-untyped-def]
@@ -139,9 +112,9 @@ def test_terminate_counts_a_process_that_died_before_the_wait(started: list[subp
     assert result.killed == [] and result.survivors == []
 
 
-def test_a_recycled_group_id_pulls_in_nobody(started: list[subprocess.Popen[str]]) -> None:
+def test_a_recycled_group_id_pulls_in_nobody(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
     """A live session leader whose pid is a recorded pgid, but started at another time, is someone else."""
-    stranger = _spawn(started, "import time; time.sleep(600)")
+    stranger = spawn("import time; time.sleep(600)")
     created = procs.start_time(stranger.pid)
     assert {p.pid for p in procs.group_members(stranger.pid, stranger.pid, created)} == {stranger.pid}
     assert procs.group_members(stranger.pid, stranger.pid, created - 30) == []

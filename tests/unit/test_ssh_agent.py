@@ -9,44 +9,16 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from orchestra_ops.backends import ssh_agent
 from orchestra_ops.backends.ssh import AGENT_SOURCE
-from tests.helpers import free_port, kill_tree
-
-# ignores SIGTERM, with a child in its group that also ignores it; prints the child's pid
-STUBBORN = textwrap.dedent("""
-    import signal, subprocess, sys, time
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = subprocess.Popen([sys.executable, "-c",
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
-    print(child.pid, flush=True)
-    time.sleep(600)
-""")
+from tests.helpers import STUBBORN, free_port
 
 
-@pytest.fixture
-def started() -> Iterator[list[subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        kill_tree(proc.pid)
-        proc.wait(timeout=10)
-
-
-def _spawn(started: list[subprocess.Popen[str]], code: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    started.append(proc)
-    return proc
-
-
-def test_identity_is_pid_and_start_ticks(started: list[subprocess.Popen[str]]) -> None:
-    proc = _spawn(started, "import time; time.sleep(600)")
+def test_identity_is_pid_and_start_ticks(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
+    proc = spawn("import time; time.sleep(600)")
     info = ssh_agent.stat(proc.pid)
     assert info is not None
     _, ppid, pgrp, session, ticks = info
@@ -58,11 +30,11 @@ def test_identity_is_pid_and_start_ticks(started: list[subprocess.Popen[str]]) -
     assert answer["procs"]["p"]["alive"] and answer["procs"]["p"]["uptime_s"] >= 0
 
 
-def test_stop_escalates_for_the_whole_group_and_spares_strangers(started: list[subprocess.Popen[str]]) -> None:
-    stubborn = _spawn(started, STUBBORN)
+def test_stop_escalates_for_the_whole_group_and_spares_strangers(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
+    stubborn = spawn(STUBBORN)
     assert stubborn.stdout is not None
     child = int(stubborn.stdout.readline())
-    stranger = _spawn(started, "import time; time.sleep(600)")
+    stranger = spawn("import time; time.sleep(600)")
     ticks = ssh_agent.stat(stubborn.pid)[4]  # type: ignore[index]
     assert set(ssh_agent.family(stubborn.pid, ticks)) == {stubborn.pid, child}
     port = free_port()
@@ -78,7 +50,7 @@ def test_stop_escalates_for_the_whole_group_and_spares_strangers(started: list[s
     assert stranger.poll() is None  # a pid whose start ticks do not match is never signalled
 
 
-def test_ports_in_use_and_listening(started: list[subprocess.Popen[str]]) -> None:
+def test_ports_in_use_and_listening(spawn: Callable[[str], subprocess.Popen[str]]) -> None:
     port = free_port()
     assert not ssh_agent.port_taken("127.0.0.1", port) and not ssh_agent.listening(port, "127.0.0.1")
     with socket.socket() as sock:
