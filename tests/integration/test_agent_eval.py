@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from tests.integration.agent_fixtures import (
     standard_fleet,
     text_samples,
 )
+from tests.integration.eval_fixtures import wait_lines
 from tests.integration.retrieval_fixtures import running, start_server
 from tests.recording_proxy import RecordingProxy
 from tests.simserver import SimServer
@@ -210,12 +210,7 @@ def test_cais_protocol_after_kill_9_and_resume_scores_as_hle_reports(tmp_path: P
     proc = subprocess.Popen([*OPS, *base], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 300
-        results = run_dir / "results.jsonl"
-        while time.monotonic() < deadline and proc.poll() is None:
-            if results.exists() and results.read_bytes().count(b"\n") >= 60:
-                break
-            time.sleep(0.05)
+        wait_lines(run_dir / "results.jsonl", 60, proc, timeout_s=300)
         assert proc.poll() is None, "the run ended before it could be killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)

@@ -12,21 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers import OPS, REPO, kill_tree, run_ops
-from tests.integration.eval_fixtures import dataset, model_config, results, total
+from tests.integration.eval_fixtures import dataset, model_config, results, total, wait_lines
 from tests.simserver import SimServer
 
 
 def _start(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen([*OPS, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_lines(path: Path, count: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists() and path.read_bytes().count(b"\n") >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never reached {count} lines (exit {proc.poll()})")
 
 
 def test_kill_9_then_resume_then_retry_failed(tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
@@ -40,7 +31,7 @@ def test_kill_9_then_resume_then_retry_failed(tmp_path: Path, sim_server: Callab
             "--max-retries", "1"]
     proc = _start([*base, "--dataset", str(data)])
     try:
-        _wait_lines(run_dir / "results.jsonl", 100, proc)
+        wait_lines(run_dir / "results.jsonl", 100, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import FaultPlan
 
 from tests.helpers import OPS, REPO, kill_tree, run_ops
-from tests.integration.eval_fixtures import model_config, results, total
+from tests.integration.eval_fixtures import model_config, results, total, wait_lines
 from tests.integration.healthbench_fixtures import (
     assert_scores_match,
     bundled_rows,
@@ -132,12 +131,7 @@ def test_kill_9_mid_run_then_resume_scores_every_example_once(tmp_path: Path,
     proc = subprocess.Popen([*OPS, *base, "--limit", "50"], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        path = run_dir / "results.jsonl"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if path.exists() and path.read_bytes().count(b"\n") >= 12:
-                break
-            time.sleep(0.02)
+        wait_lines(run_dir / "results.jsonl", 12, proc, timeout_s=120)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

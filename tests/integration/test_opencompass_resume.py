@@ -6,7 +6,6 @@ import json
 import re
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from orchestra_ops.services.simllm import benchmark_rules as br
 
 from tests.adapters import make_adapter
 from tests.helpers import OPS, REPO, kill_tree, run_ops
+from tests.integration.eval_fixtures import wait_lines
 from tests.simserver import SimServer
 
 
@@ -40,15 +40,11 @@ def test_kill_9_then_resume_runs_every_pair_once(tmp_path: Path, sim_server: Cal
     run_dir = tmp_path / "run"
     base = ["eval", "gsm8k", "--no-analyze", "--model-config", str(config), "--model", "sim/base", "--model", "ft",
             "--run-dir", str(run_dir), "--concurrency", "4"]
+    results = run_dir / "results.jsonl"
     proc = subprocess.Popen([*OPS, *base, "--dataset", str(data)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        results = run_dir / "results.jsonl"
-        while time.monotonic() < deadline and proc.poll() is None:
-            if results.exists() and results.read_bytes().count(b"\n") >= 100:
-                break
-            time.sleep(0.02)
+        wait_lines(results, 100, proc, timeout_s=120)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
