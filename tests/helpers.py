@@ -12,8 +12,11 @@ import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
+
+from orchestra_ops import procs
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = [sys.executable, "-m", "orchestra_ops"]
@@ -73,6 +76,12 @@ def run_ops(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: s
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([*OPS, *args], env=full_env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, input=input, check=False)
+
+
+def still_ours(record: Mapping[str, Any]) -> bool:
+    """Is the pid of a state.json process record still the process that was started (same start time)?"""
+    pid, created = record.get("pid"), record.get("create_time")
+    return pid is not None and created is not None and procs.is_alive(pid, created)
 
 
 def kill_tree(pid: int, timeout: float = 5.0) -> None:

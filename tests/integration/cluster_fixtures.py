@@ -24,7 +24,7 @@ import yaml
 
 from orchestra_ops.procs import listeners
 from tests.devcluster import PARTITION, DevCluster, server_port_block
-from tests.helpers import kill_tree, run_ops
+from tests.helpers import kill_tree, run_ops, still_ours
 
 OPS_COMMAND = [sys.executable, "-m", "orchestra_ops"]  # on the "remote" node too: it is this machine
 
@@ -121,21 +121,13 @@ class ClusterHarness:
         for state_file in self.home.glob("*/state.json") if self.home.is_dir() else []:
             self.ops("down", state_file.parent.name, "--timeout", "5")
             for record in json.loads(state_file.read_text()).get("processes", []):
-                if record.get("pid") and record.get("backend") in ("local", "tmux") and _ours(record):
+                if record.get("backend") in ("local", "tmux") and still_ours(record):
                     kill_tree(record["pid"])
         if self.cluster.slurm_conf.exists() and self.cluster.node_state().startswith(("drain", "down")):
             self.cluster.resume()
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
         tmux_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
         (tmux_dir / self.socket).unlink(missing_ok=True)
-
-
-def _ours(record: dict[str, Any]) -> bool:
-    try:
-        proc = psutil.Process(record["pid"])
-        return abs(proc.create_time() - record["create_time"]) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, TypeError):
-        return False
 
 
 def alive(procs: list[psutil.Process]) -> list[int]:

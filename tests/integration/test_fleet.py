@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from orchestra_ops.procs import listeners
-from tests.helpers import free_port_block, kill_tree, run_ops
+from tests.helpers import free_port_block, kill_tree, run_ops, still_ours
 
 BACKENDS = ["local", "tmux"]
 
@@ -72,7 +72,7 @@ class Harness:
         for state_file in self.home.glob("*/state.json") if self.home.is_dir() else []:
             self.ops("down", state_file.parent.name, "--timeout", "5")
             for record in json.loads(state_file.read_text()).get("processes", []):
-                if _ours(record):
+                if still_ours(record):
                     kill_tree(record["pid"])
         # the private server only (never the default socket); fails harmlessly when it is gone
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
@@ -80,20 +80,11 @@ class Harness:
         (tmux_dir / self.socket).unlink(missing_ok=True)
 
 
-def _ours(record: dict[str, Any]) -> bool:
-    """Is the recorded pid still the process we started (same start time)?"""
-    try:
-        proc = psutil.Process(record["pid"])
-        return abs(proc.create_time() - record["create_time"]) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _family(records: list[dict[str, Any]]) -> list[psutil.Process]:
     """Every recorded process that is still ours, with all its descendants."""
     found = []
     for record in records:
-        if _ours(record):
+        if still_ours(record):
             proc = psutil.Process(record["pid"])
             found += [proc, *proc.children(recursive=True)]
     return found
@@ -232,7 +223,7 @@ def test_fatal_log_line_fails_fast_and_stops_the_process(local_harness: Harness)
     assert result.returncode == 3
     assert "logged a fatal line: torch.OutOfMemoryError: CUDA out of memory" in result.stderr
     record = local_harness.state("fake")["processes"][0]
-    assert not _ours(record)
+    assert not still_ours(record)
 
 
 def test_port_in_use_is_refused_before_launching(local_harness: Harness) -> None:
