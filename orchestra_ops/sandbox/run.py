@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -60,7 +61,8 @@ class ExecResult:
                 "truncated": self.truncated, "duration_s": round(self.duration_s, 4)}
 
 
-def interpreter_dirs_in_tmp(python: str) -> list[str]:
+@functools.lru_cache(maxsize=16)  # asked for every program; the answer is a fact about the interpreter
+def interpreter_dirs_in_tmp(python: str) -> tuple[str, ...]:
     """What of the interpreter lies under /tmp (a clone's venv, a Python unpacked there), outermost only.
 
     Under bubblewrap /tmp is the program's own empty tmpfs, so these are bound back read-only: the
@@ -74,7 +76,7 @@ def interpreter_dirs_in_tmp(python: str) -> list[str]:
         wanted.add(exe.parent.parent)
     inside = sorted(d for d in wanted if d != tmp and d.is_relative_to(tmp))
     outermost = [d for d in inside if not any(d != other and d.is_relative_to(other) for other in inside)]
-    return [str(d) for d in outermost]
+    return tuple(str(d) for d in outermost)
 
 
 class Sandbox:

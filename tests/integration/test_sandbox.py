@@ -115,9 +115,9 @@ def test_the_interpreter_dirs_under_tmp_are_its_venv_and_installation() -> None:
         unpacked = Path(tmp) / "python" / "bin"
         unpacked.mkdir(parents=True)
         (unpacked / "python3").touch()
-        assert interpreter_dirs_in_tmp(str(venv / "bin" / "python")) == [str(venv)]
-        assert interpreter_dirs_in_tmp(str(unpacked / "python3")) == [str(unpacked.parent)]
-    assert interpreter_dirs_in_tmp("/usr/bin/python3") == []
+        assert interpreter_dirs_in_tmp(str(venv / "bin" / "python")) == (str(venv),)
+        assert interpreter_dirs_in_tmp(str(unpacked / "python3")) == (str(unpacked.parent),)
+    assert interpreter_dirs_in_tmp("/usr/bin/python3") == ()
 
 
 @needs_bwrap
