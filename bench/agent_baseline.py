@@ -38,7 +38,7 @@ class Baseline:
     def call(self, model: str, messages: list[dict[str, Any]], **params: Any) -> Any:
         host, port = random.choice(self.endpoints[model])  # a random replica per call, a new client per call
         client = openai.OpenAI(base_url=f"http://{host}:{port}/v1", api_key="EMPTY", timeout=600, max_retries=0)
-        return client.chat.completions.create(model=model, messages=messages, **params)  # type: ignore[call-overload]
+        return client.chat.completions.create(model=model, messages=messages, **params)  # type: ignore[arg-type]
 
     def context(self, docs: list[str], code: list[tuple[str, str]]) -> str:
         text = "".join(f"Doc {i + 1}: {d[:1200]} ...\n\n" for i, d in enumerate(docs))

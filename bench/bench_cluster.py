@@ -149,8 +149,8 @@ def main() -> int:
     rows.append(("slowest replica by itself (startup delay)", f"{STARTUP_DELAY_S:.2f} s", "1.00x", ""))
     width = max(len(row[0]) for row in rows)
     print(f"{'':<{width}}  {'to READY':>9}  {'ratio':>6}  waiting (as ops reports it)")
-    for label, seconds, ratio, waited in rows:
-        print(f"{label:<{width}}  {seconds:>9}  {ratio:>6}  {waited}")
+    for label, seconds, ratio, waited_text in rows:
+        print(f"{label:<{width}}  {seconds:>9}  {ratio:>6}  {waited_text}")
     print(f"(target: at most {TARGET_RATIO}x the slowest replica's startup; `ops up` includes the interpreter, "
           "the checks of every node and the launch)")
     up_calls, up_s = slurm[2], slurm[0] or 0.0
