@@ -12,17 +12,30 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestra_ops.lora.checks import check_lora
-from orchestra_ops.placement import place_gpus
+from orchestra_ops.placement import place_cpus, place_gpus
 from orchestra_ops.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
 Problem = tuple[tuple[Any, ...], str]
 
-# Tool-call parsers vLLM ships (`vllm serve --tool-call-parser`).
+# Tool-call parsers vLLM ships (`vllm serve --tool-call-parser`): the registry of vLLM 0.32/0.33
+# (vllm/tool_parsers/__init__.py; `minimax` is gone, only minimax_m2/m3). The node's own vLLM is the final
+# word: `ops up` and `ops plan --check` have it parse the exact argv (vllmcheck.py).
 KNOWN_TOOL_PARSERS: frozenset[str] = frozenset({
-    "deepseek_v3", "deepseek_v31", "ernie45", "glm45", "granite", "granite-20b-fc", "hermes",
-    "hunyuan_a13b", "internlm", "jamba", "kimi_k2", "llama3_json", "llama4_json", "llama4_pythonic",
-    "longcat", "minimax", "minimax_m2", "mistral", "olmo3", "openai", "phi4_mini_json", "pythonic",
-    "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "xlam",
+    "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32",
+    "deepseek_v4", "deepseek_v41", "dots", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47",
+    "granite", "granite-20b-fc", "granite4", "hermes", "hf", "hunyuan_a13b", "hy_v3", "hy_v4", "inkling",
+    "internlm", "jamba", "k2_horizon", "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3_json", "llama4_json",
+    "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2", "minimax_m3", "mistral", "muse_glimmer",
+    "olmo3", "openai", "phi4_mini_json", "plamo3", "poolside_v1", "pythonic", "qwen3_coder", "qwen3_json",
+    "qwen3_xml", "seed_oss", "solar_open2", "step3", "step3p5", "xlam",
+})
+# Reasoning parsers (`vllm serve --reasoning-parser`), vllm/reasoning of the same versions.
+KNOWN_REASONING_PARSERS: frozenset[str] = frozenset({
+    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41", "ernie45",
+    "gemma4", "glm45", "glm47", "granite", "granite_thinking_parser", "hf", "holo2", "hunyuan_a13b", "hy_v3",
+    "hy_v4", "inkling", "k2_horizon", "kimi_k2", "kimi_k3", "ling3", "mimo", "minicpmv", "minimax_m2",
+    "minimax_m2_append_think", "minimax_m3", "mistral", "muse_glimmer", "nemotron_v3", "olmo3", "openai_gptoss",
+    "plamo3", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5",
 })
 
 # (family, regex on the model name or served name, parsers that can parse its tool calls; first is
@@ -44,6 +57,7 @@ MANAGED_FLAGS: dict[str, str] = {
     "--port": "port",
     "--served-model-name": "served_model_name",
     "--tool-call-parser": "tool_parser",
+    "--reasoning-parser": "reasoning_parser",
     "--enable-auto-tool-choice": "tool_parser",
     "--gpu-memory-utilization": "gpu_memory_utilization",
     "--max-model-len": "max_model_len",
@@ -56,15 +70,17 @@ SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 MANAGED_ENV: dict[str, str] = {
     "CUDA_VISIBLE_DEVICES": "gpus (placement sets it per replica)",
     "VLLM_CACHE_ROOT": "defaults.vllm_cache_root (one per replica)",
+    "VLLM_CPU_OMP_THREADS_BIND": "cpus_per_replica (each CPU replica gets its own cores)",
 }
 
 
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_nodes_exist, _engines, _tool_parsers, _engine_args, _envs, _ports, _roles, _aliases, _names,
-                  _node_backends, check_lora):
+    for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, _ports, _roles,
+                  _aliases, _names, _node_backends, check_lora):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
+    problems.extend(place_cpus(topology)[1])
     return problems
 
 
@@ -87,10 +103,19 @@ def _nodes_exist(topology: Topology) -> Iterator[Problem]:
 
 def _engines(topology: Topology) -> Iterator[Problem]:
     for key, model in topology.models.items():
-        if model.engine == "vllm" and model.gpus_per_replica == 0:
-            yield ("models", key, "gpus_per_replica"), "0 GPUs per replica needs engine: sim (vLLM needs a GPU)"
+        node = topology.nodes.get(model.node)
+        if model.engine == "vllm" and model.gpus_per_replica == 0 and node is not None and node.gpu_count > 0:
+            yield ("models", key, "gpus_per_replica"), (
+                f"0 GPUs per replica on node '{model.node}', which has {node.gpu_count} GPUs: give each replica a "
+                "GPU, or run the CPU build of vLLM on a node with gpus: 0 (or engine: sim)")
         if model.engine == "vllm" and model.sim is not None:
             yield ("models", key, "sim"), "sim settings apply only to engine: sim"
+        if model.engine != "vllm":
+            for field in ("vllm_command", "reasoning_parser", "cpus_per_replica"):
+                if getattr(model, field) is not None:
+                    yield ("models", key, field), "applies only to engine: vllm"
+        elif model.cpus_per_replica is not None and model.gpus_per_replica > 0:
+            yield ("models", key, "cpus_per_replica"), "applies only to the CPU build of vLLM (gpus_per_replica: 0)"
 
 
 def _tool_parsers(topology: Topology) -> Iterator[Problem]:
@@ -107,6 +132,16 @@ def _tool_parsers(topology: Topology) -> Iterator[Problem]:
         family = parser_family(model.model) or parser_family(model.served_name)
         if family is not None and parser not in family[1]:
             yield path, f"'{parser}' cannot parse {family[0]} tool calls; use '{family[1][0]}'"
+
+
+def _reasoning_parsers(topology: Topology) -> Iterator[Problem]:
+    for key, model in topology.models.items():
+        parser = model.reasoning_parser
+        if parser is not None and parser not in KNOWN_REASONING_PARSERS:
+            close = difflib.get_close_matches(parser, sorted(KNOWN_REASONING_PARSERS), n=1)
+            hint = (f"; did you mean '{close[0]}'?" if close
+                    else f"; known: {', '.join(sorted(KNOWN_REASONING_PARSERS))}")
+            yield ("models", key, "reasoning_parser"), f"'{parser}' is not a vLLM reasoning parser{hint}"
 
 
 def _engine_args(topology: Topology) -> Iterator[Problem]:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestra_ops import procs
+from orchestra_ops import procs, vllmcheck
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup, StopReport
 from orchestra_ops.endpoints import Endpoints, write_endpoints
@@ -92,10 +92,15 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
     with Backends() as backends:
         _check_not_up(topology.name, opts, warn, backends)
         _preflight(groups, backends, ctx)
+        engines = vllmcheck.check_topology_engines(source, topology, groups, backends, ctx)
+        for check in engines:
+            if check.skipped:
+                warn(f"{check.process}: vLLM did not check its command before launch ({check.skipped})")
         state = FleetState(
             name=topology.name, topology_file=str(source), backend=opts.backend or topology.backend, status="up",
             started_at=time.time(), cwd=str(cwd),
             provider_key_envs=sorted({p.api_key_env for p in topology.providers.values() if p.api_key_env}),
+            engine_versions=vllmcheck.versions(engines),
         )
         started = time.monotonic()
         state = _launch(groups, backends, ctx, state, opts.stop_timeout_s)

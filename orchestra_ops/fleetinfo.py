@@ -149,7 +149,8 @@ class StatusReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"topology": self.state.name, "status": self.state.status,
-                "processes": [p.to_json() for p in self.processes], "nodes": [n.to_json() for n in self.nodes]}
+                "processes": [p.to_json() for p in self.processes], "nodes": [n.to_json() for n in self.nodes],
+                "vllm_versions": dict(self.state.engine_versions)}
 
 
 def status(name: str | None = None) -> StatusReport:

@@ -108,7 +108,9 @@ class Node(Strict):
 
     host: str | None = None
     gpus: int | None = Field(None, ge=0)
+    cpus: int | None = Field(None, ge=1)  # cores for CPU vLLM replicas (checked when given)
     bind: str | None = None
+    vllm_command: list[str] | None = Field(None, min_length=1)  # this node's vLLM (e.g. a venv's bin/vllm)
     ssh: SshSettings | None = None
     slurm: SlurmSettings | None = None
 

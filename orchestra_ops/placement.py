@@ -1,4 +1,4 @@
-"""Which GPUs each process gets on its node.
+"""Which GPUs (or, for the CPU build of vLLM, which cores) each process gets on its node.
 
 Explicit claims come first (a model's `gpus:` list, a service's `gpu:`), then every model without
 a list takes the lowest free indices, in declaration order, `gpus_per_replica` per replica.
@@ -112,3 +112,31 @@ def _memory_share(topology: Topology, process: str) -> float | None:
     if model is None or "/" not in process:
         return None  # services do not declare their memory
     return model.gpu_memory_utilization
+
+
+def place_cpus(topology: Topology) -> tuple[dict[str, str], list[Problem]]:
+    """Process name -> `VLLM_CPU_OMP_THREADS_BIND` value for CPU vLLM replicas (gpus_per_replica 0).
+
+    The CPU analogue of CUDA_VISIBLE_DEVICES: without it every replica pins its OpenMP threads to core 0.
+    Each node's CPU replicas take consecutive cores from 0, `cpus_per_replica` (default 1) each, in
+    declaration order; a node that declares `cpus` must have enough.
+    """
+    binds: dict[str, str] = {}
+    problems: list[Problem] = []
+    next_core: dict[str, int] = defaultdict(int)
+    for key, model in topology.models.items():
+        if model.engine != "vllm" or model.gpus_per_replica != 0 or model.node not in topology.nodes:
+            continue
+        width = model.cpus_per_replica or 1
+        declared = topology.nodes[model.node].cpus
+        for index in range(model.replicas):
+            first = next_core[model.node]
+            last = first + width - 1
+            next_core[model.node] = last + 1
+            if declared is not None and last >= declared:
+                problems.append((("models", key, "replicas"), (
+                    f"{model.replicas} CPU replicas x {width} cores need cores up to {last}, but node "
+                    f"'{model.node}' declares cpus: {declared}")))
+                break
+            binds[replica_name(key, index)] = str(first) if width == 1 else f"{first}-{last}"
+    return binds, problems

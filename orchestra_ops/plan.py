@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from orchestra_ops.lora.flags import lora_argv, lora_env
 from orchestra_ops.paths import topology_dir
-from orchestra_ops.placement import place_gpus, replica_name
+from orchestra_ops.placement import place_cpus, place_gpus, replica_name
 from orchestra_ops.topology import LOCAL_HOSTS, ModelSpec, RetrievalService, SimSettings, Topology
 
 Engine = Literal["vllm", "sim", "retrieval"]
@@ -119,11 +119,15 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
     placement, problems = place_gpus(topology)
     if problems:  # load_topology refuses these; a hand-built Topology may still carry them
         raise ValueError(f"topology {topology.name!r} has placement problems: {problems}")
+    cpu_binds = place_cpus(topology)[0]
     processes: list[ProcessSpec] = []
     for key, model in topology.models.items():
         for index in range(model.replicas):
             name = replica_name(key, index)
-            processes.append(_model_process(topology, key, model, index, placement[name], log_dir))
+            spec = _model_process(topology, key, model, index, placement[name], log_dir)
+            if name in cpu_binds:
+                spec = replace(spec, env={**spec.env, "VLLM_CPU_OMP_THREADS_BIND": cpu_binds[name]})
+            processes.append(spec)
     for key, service in topology.services.items():
         processes.append(_retrieval_process(topology, key, service, placement.get(key, ()), log_dir))
     return LaunchPlan(name=topology.name, backend=topology.backend, processes=tuple(processes),
@@ -171,11 +175,13 @@ def _model_process(topology: Topology, key: str, model: ModelSpec, index: int, g
 
 def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> list[str]:
     """`vllm serve MODEL --host H --port P [--served-model-name …] [tool flags] [memory] [len] [tp] [lora] ARGS`."""
-    argv = [*topology.defaults.vllm_command, "serve", model.model, "--host", bind, "--port", str(port)]
+    argv = [*vllm_command(topology, model), "serve", model.model, "--host", bind, "--port", str(port)]
     if model.served_model_name:
         argv += ["--served-model-name", model.served_model_name]
     if model.tool_parser:
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", model.tool_parser]
+    if model.reasoning_parser:
+        argv += ["--reasoning-parser", model.reasoning_parser]
     if model.gpu_memory_utilization is not None:
         argv += ["--gpu-memory-utilization", _num(model.gpu_memory_utilization)]
     if model.max_model_len is not None:
@@ -184,6 +190,13 @@ def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> lis
         argv += ["--tensor-parallel-size", str(model.gpus_per_replica)]
     argv += lora_argv(model)
     return argv + list(model.engine_args)
+
+
+def vllm_command(topology: Topology, model: ModelSpec) -> list[str]:
+    """The vLLM executable of a model: its own `vllm_command`, else its node's, else `defaults.vllm_command`."""
+    node = topology.nodes.get(model.node)
+    node_command = node.vllm_command if node is not None else None
+    return list(model.vllm_command or node_command or topology.defaults.vllm_command)
 
 
 def sim_argv(topology: Topology, model: ModelSpec, bind: str, port: int, index: int) -> list[str]:

@@ -2,7 +2,7 @@
 
     {"version": 2, "name": "mixed", "topology_file": "/abs/mixed.yaml", "backend": "local",
      "status": "up", "started_at": 1715000000.0, "ready_at": null, "stopped_at": null, "cwd": "/abs",
-     "provider_key_envs": [], "endpoints_file": null,
+     "provider_key_envs": [], "endpoints_file": null, "engine_versions": {"gpu8": "0.32.0"},
      "nodes": [{"name": "cpu", "backend": "local", "host": "127.0.0.1", "handle": {}},
                {"name": "far", "backend": "ssh", "host": "gpu-box",
                 "handle": {"host": "gpu-box", "port": 22, "user": "me", "session": "ops-mixed-far", …}},
@@ -98,6 +98,7 @@ class FleetState:
     stopped_at: float | None = None
     provider_key_envs: list[str] = field(default_factory=list)
     endpoints_file: str | None = None
+    engine_versions: dict[str, str] = field(default_factory=dict)  # node -> the vLLM version that checked it
     version: int = STATE_VERSION
 
     def by_name(self, name: str) -> ProcessRecord:

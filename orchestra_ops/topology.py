@@ -37,7 +37,7 @@ class Defaults(Strict):
     ready_timeout_s: float = Field(900, gt=0)
     request_timeout_s: float = Field(600, gt=0)
     vllm_cache_root: str = "/tmp/orchestra-ops/vllm-cache"
-    vllm_command: list[str] = Field(default_factory=lambda: ["vllm"], min_length=1)
+    vllm_command: list[str] = Field(default_factory=lambda: ["vllm"], min_length=1)  # a node's or model's wins
     ops_command: list[str] = Field(default_factory=lambda: ["ops"], min_length=1)
 
 
@@ -77,6 +77,9 @@ class ModelSpec(Strict):
     port: Port
     served_model_name: str | None = None
     tool_parser: str | None = None
+    reasoning_parser: str | None = None  # vLLM's --reasoning-parser (reasoning goes to message.reasoning)
+    vllm_command: list[str] | None = Field(None, min_length=1)  # default: the node's, then defaults.vllm_command
+    cpus_per_replica: int | None = Field(None, ge=1)  # the CPU build of vLLM (gpus_per_replica: 0): cores each
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     max_model_len: int | None = Field(None, ge=1)
     request_defaults: dict[str, Any] = Field(default_factory=dict)

@@ -89,6 +89,17 @@ class SshBackend:
                             f"`ops down {ctx.topology}` first")
         return problems
 
+    def run_on_node(self, group: NodeGroup, ctx: LaunchContext, argv: list[str], env: dict[str, str],
+                    timeout: float) -> tuple[int, str, str]:
+        """Run one command to its end on the node, in its workdir (else the login's home)."""
+        node = self.node_record(group, ctx)
+        try:
+            answer = self.agent(node, "run", {"argv": argv, "env": env, "cwd": node.handle["workdir"],
+                                              "timeout": timeout}, timeout=timeout + 30)
+        except SshError as exc:
+            return 255, "", str(exc)
+        return int(answer["code"]), str(answer["stdout"]), str(answer["stderr"])
+
     def launch(self, group: NodeGroup, ctx: LaunchContext) -> Launched:
         node = self.node_record(group, ctx)
         checked = self._checked.get(group.name)

@@ -8,6 +8,7 @@ long as the backend's ssh connection, so a request costs no new remote shell. Ac
     poll    each process alive (pid + start ticks from /proc), its uptime, its new log bytes
     stop    group SIGTERM, wait, SIGKILL, kill the session, verify: no process, port or session left
     tail    the last lines of a log (after it stopped growing)
+    run     one command to its end (vllmcheck.py: the node's vLLM parses a replica's argv)
 
 A pid is identified by its start time in clock ticks since boot (/proc/PID/stat field 22), so a
 recycled pid is never signalled. The module is imported by the tests and by `ssh.py` (to send its
@@ -286,7 +287,21 @@ def tail(req: dict[str, Any]) -> dict[str, Any]:
     return {"lines": lines[-req["lines"]:] if req["lines"] > 0 else []}
 
 
-ACTIONS = {"check": check, "launch": launch, "poll": poll, "stop": stop, "tail": tail}
+def run(req: dict[str, Any]) -> dict[str, Any]:
+    """Run `argv` in `cwd` with `env` over the agent's environment; its exit status and output."""
+    env = {**os.environ, **req.get("env", {})}
+    cwd = os.path.expanduser(req.get("cwd") or "~")
+    try:
+        done = subprocess.run(req["argv"], cwd=cwd, env=env, capture_output=True, text=True, check=False,
+                              timeout=req.get("timeout", 300), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"code": 124, "stdout": "", "stderr": f"no answer within {req.get('timeout', 300)} s"}
+    except OSError as exc:
+        return {"code": 127, "stdout": "", "stderr": str(exc)}
+    return {"code": done.returncode, "stdout": done.stdout[-65536:], "stderr": done.stderr[-65536:]}
+
+
+ACTIONS = {"check": check, "launch": launch, "poll": poll, "stop": stop, "tail": tail, "run": run}
 
 
 def serve() -> int:

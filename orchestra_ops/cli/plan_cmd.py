@@ -8,6 +8,7 @@ from orchestra_ops.cli.render import echo_json, print_table, stderr_console
 from orchestra_ops.endpoints import endpoints_for, render_endpoints
 from orchestra_ops.plan import plan as make_plan
 from orchestra_ops.topology import load_topology
+from orchestra_ops.vllmcheck import check_file
 
 
 @click.command()
@@ -15,9 +16,15 @@ from orchestra_ops.topology import load_topology
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--endpoints", is_flag=True, help="Print the endpoints file `ops up` would write.")
 @click.option("--reproduce", is_flag=True, help="Print the shell line that starts each process by hand.")
-def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool) -> None:
+@click.option("--check", "check_engines", is_flag=True,
+              help="Also have each node's own vLLM parse the exact command of every vLLM model (as `ops up` does).")
+def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_engines: bool) -> None:
     """Validate TOPOLOGY and list every process `ops up` would start. Starts nothing."""
     launch_plan = make_plan(load_topology(topology))
+    if check_engines:
+        for check in check_file(topology):
+            said = f"skipped ({check.skipped})" if check.skipped else f"vLLM {check.version or '?'} accepts it"
+            stderr_console().print(f"{check.process} on node {check.node}: {said}")
     if endpoints:
         if not launch_plan.hosts_resolved:
             pending = sorted({p.node for p in launch_plan.processes if p.host is None})

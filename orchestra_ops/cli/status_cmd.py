@@ -26,3 +26,5 @@ def status(topology: str | None, as_json: bool) -> None:
              if n.state or n.problem]
     if notes:
         print_table(None, ["node", "backend", "host", "state", "problem"], notes)
+    if report.state.engine_versions:
+        print_table(None, ["node", "vLLM"], sorted(report.state.engine_versions.items()))

@@ -208,12 +208,13 @@ models:
          "export it in the shell that runs `ops up` (processes inherit it)"],
     ),
     (
-        "vLLM without GPUs",
+        "vLLM without GPUs on a GPU node",
         HEADER + """\
 models:
   a: {model: m, node: n, port: 9000, gpus_per_replica: 0}
 """,
-        ["t.yaml:7: models.a.gpus_per_replica: 0 GPUs per replica needs engine: sim (vLLM needs a GPU)"],
+        ["t.yaml:7: models.a.gpus_per_replica: 0 GPUs per replica on node 'n', which has 4 GPUs: give each replica "
+         "a GPU, or run the CPU build of vLLM on a node with gpus: 0 (or engine: sim)"],
     ),
     (
         "a node with a host under backend: slurm",

@@ -1,0 +1,75 @@
+"""vllmcheck without vLLM: the check command for each form of vllm_command, reading answers, locating refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+from orchestra_ops import vllmcheck
+from orchestra_ops.topology import load_topology
+from orchestra_ops.vllmcheck import CHECK_SOURCE, LOCATE, VllmCheck, check_argv, parse_answer
+from orchestra_ops.yamlpos import load_positioned
+
+
+def test_check_command_per_form() -> None:
+    assert check_argv(["vllm", "serve", "m", "--port", "1"]) == ["sh", "-c", LOCATE, CHECK_SOURCE, "vllm",
+                                                                 "serve", "m", "--port", "1"]
+    assert check_argv(["/v/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "m"]) == \
+        ["/v/bin/python", "-c", CHECK_SOURCE, "serve", "m"]
+    assert check_argv(["srun", "vllm", "serve", "m"]) is None  # an unknown wrapper: not guessed
+
+
+def test_the_interpreter_is_read_from_the_console_scripts_shebang(tmp_path: Path) -> None:
+    """A fake `vllm` console script whose shebang names a python that prints its argv: LOCATE runs it."""
+    fake_python = tmp_path / "py"
+    fake_python.write_text("#!/bin/sh\necho \"OPS_VLLM_CHECK {\\\"ok\\\": true, \\\"version\\\": \\\"$4\\\", "
+                           "\\\"error\\\": null}\"\n")
+    fake_python.chmod(0o755)
+    script = tmp_path / "bin" / "vllm"
+    script.parent.mkdir()
+    script.write_text(f"#!{fake_python}\nimport sys\n")
+    script.chmod(0o755)
+    argv = check_argv([str(script), "serve", "model-x"])
+    assert argv is not None
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert parse_answer(done.returncode, done.stdout, done.stderr) == (True, "model-x", None)
+    missing = subprocess.run(check_argv([str(tmp_path / "nope"), "serve", "m"]) or [], capture_output=True,
+                             text=True, check=False)
+    assert missing.returncode == 127
+    assert parse_answer(missing.returncode, missing.stdout, missing.stderr) == \
+        (False, None, f"command not found: {tmp_path / 'nope'}")
+
+
+def test_answers() -> None:
+    line = 'OPS_VLLM_CHECK {"ok": false, "version": "0.32.0", "error": "vllm serve: error: bad"}'
+    assert parse_answer(2, f"noise\n{line}\n", "") == (False, "0.32.0", "vllm serve: error: bad")
+    assert parse_answer(1, "", "a\nb\n\nc\nd\n") == (False, None, "b / c / d")
+    assert parse_answer(139, "", "") == (False, None, "the check exited with status 139 and said nothing")
+
+
+def test_a_refusal_points_at_the_engine_arg_vllm_names(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: t
+        nodes:
+          cpu: {host: localhost, gpus: 0}
+        models:
+          m:
+            model: /m
+            node: cpu
+            gpus_per_replica: 0
+            port: 9000
+            engine_args: [--enforce-eager, --dtype, float13]
+          n: {model: /n, node: cpu, gpus_per_replica: 0, port: 9001}
+        """))
+    topology = load_topology(path)
+    checks = [VllmCheck("m/0", "m", "cpu", False, "0.32.0", "vllm serve: error: argument --dtype: invalid choice"),
+              VllmCheck("n/0", "n", "cpu", False, None, "cannot import vllm: ImportError: x"),
+              VllmCheck("m/1", "m", "cpu", True, "0.32.0", None)]
+    assert vllmcheck.problems(checks, load_positioned(path), topology) == [
+        f"{path}:10: models.m.engine_args.1: vLLM 0.32.0 on node cpu refuses the command of m/0: "
+        "vllm serve: error: argument --dtype: invalid choice",
+        f"{path}:11: models.n: vLLM (version unknown) on node cpu refuses the command of n/0: "
+        "cannot import vllm: ImportError: x"]
+    assert vllmcheck.versions(checks) == {"cpu": "0.32.0"}
