@@ -3,6 +3,8 @@
     up:   load + plan -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
           -> refuse if already up -> preflight every node in parallel (ports, commands, ssh reach,
           slurm partition): any problem stops `ops up` before anything starts anywhere
+          -> each node's own vLLM parses every vLLM model's exact argv (vllmcheck.py; a slurm node's job
+          does it first thing): a refusal is vLLM's message at the topology line, exit 2
           -> launch every node in parallel; state.json after each (status "up", before waiting, so
           `ops down` works after a crash) -> wait until every process is READY (readiness.py)
           -> model_config.json once every host is known.

@@ -10,8 +10,9 @@ server's tool/reasoning parser check) and stops before anything is loaded. It an
 
 The interpreter is found from the vLLM command: `python -m vllm…` runs directly; a `vllm` console
 script is located on the node's PATH and its shebang names the venv's python. One check per model
-(its replicas differ only in port and env), all in parallel. Nodes this cannot reach yet (a slurm node
-before its job runs) are skipped and named; `ops up` there still fails fast on vLLM's own exit.
+(its replicas differ only in port and env), all in parallel: on this machine, or over the ssh agent. A
+slurm node has no host until its job runs, so its sbatch script runs the same check first and ends the
+job with vLLM's message (backends/sbatch.py); `ops up` then fails with the job log's lines.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def check_specs(specs: Sequence[ProcessSpec], runners: dict[str, Runner | None])
         argv = check_argv(spec.argv)
         if runner is None:
             return VllmCheck(spec.name, spec.group, spec.node, True, None, None,
-                             skipped="its node is not reachable yet")
+                             skipped="its node is allocated later: the slurm job checks it before any replica starts")
         if argv is None:
             return VllmCheck(spec.name, spec.group, spec.node, True, None, None,
                              skipped=f"cannot tell the interpreter of {spec.argv[0]!r}")
@@ -223,7 +224,7 @@ def check_groups(groups: Sequence[NodeGroup], backends: Backends, ctx: LaunchCon
         elif group.backend == "ssh":
             runners[group.name] = _over_ssh(group, backends, ctx)
         else:
-            runners[group.name] = None
+            runners[group.name] = None  # a slurm node: its sbatch job checks first (backends/sbatch.py)
     return check_specs([spec for group in groups for spec in group.specs], runners)
 
 

@@ -6,7 +6,9 @@ the job log), then starts every replica in the background: each with its environ
 `CUDA_VISIBLE_DEVICES` taken from the devices slurm gave the job (the plan's index i is the i-th
 of them), its output appended line-buffered to its own log. Each replica's exit is written to the
 job log as `ops-job: exited NAME status=N`, which is how `ops` learns, without ssh, that a replica
-died. The job ends when every replica has exited; at scancel it waits until they have (so a job
+died. Before any replica starts, the node's own vLLM parses the command of each vLLM model
+(vllmcheck.py; `ops-job: vllm-check NAME {…}` in the job log): a refusal ends the job with vLLM's
+message and nothing started. The job ends when every replica has exited; at scancel it waits until they have (so a job
 that is gone left no process behind, even where slurm tracks processes by parentage only).
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestra_ops.nodes import SlurmSettings
+from orchestra_ops.vllmcheck import CHECK_SOURCE, LOCATE
 
 EXIT_PREFIX = "ops-job: exited "
 NOT_FOUND_STATUS = 127
@@ -69,6 +72,38 @@ ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
 """.strip("\n")
 
 
+# The node's own vLLM parses each vLLM model's command before anything starts (vllmcheck.py): the
+# check's shell and Python sources are set once (@LOCATE@, @SOURCE@), each check names its replica.
+CHECKS = r"""
+ops_locate=$(cat <<'OPS_LOCATE_EOF'
+@LOCATE@
+OPS_LOCATE_EOF
+)
+ops_check_source=$(cat <<'OPS_SOURCE_EOF'
+@SOURCE@
+OPS_SOURCE_EOF
+)
+ops_refused=""
+ops_check() {  # NAME VAR=VALUE ... -- CHECK ARGV ...
+  local name=$1 out answer
+  shift
+  out=$(
+    while [ "$1" != "--" ]; do export "$1"; shift; done
+    shift
+    "$@" 2>&1
+  )
+  answer=$(printf '%s\n' "$out" | grep '^OPS_VLLM_CHECK ' | tail -n 1)
+  if [ -z "$answer" ]; then
+    answer="OPS_VLLM_CHECK {\"ok\": false, \"error\": \"$(printf '%s' "$out" | tail -n 1 | tr -d '\\"')\"}"
+  fi
+  echo "ops-job: vllm-check $name ${answer#OPS_VLLM_CHECK }"
+  case "$answer" in
+    *'"ok": true'*) ;;
+    *) echo "ops-job: $name: vLLM on $(hostname) refuses its command: ${answer#OPS_VLLM_CHECK }"; ops_refused=1 ;;
+  esac
+}
+""".strip("\n")
+
 # The job ends when every process has: at scancel slurm sends SIGTERM to every process of the job
 # (once: passing it on as well would signal each server twice), the shells stay until the servers
 # have exited, so a job that is gone left nothing behind (slurm sends SIGKILL after its KillWait).
@@ -88,6 +123,7 @@ class Replica:
     gpus: tuple[int, ...]
     env: Mapping[str, str]
     argv: Sequence[str]
+    check: Sequence[str] | None = None  # the vLLM check of its command (vllmcheck.check_argv), run first
 
 
 @dataclass(frozen=True)
@@ -134,14 +170,25 @@ def render_sbatch(job: SbatchJob) -> str:
     lines = ["#!/bin/bash", *sbatch_lines(job),
              f"# Written by `ops up` for node {job.node} of topology {job.topology}: "
              f"{len(job.replicas)} processes.", PRELUDE.replace("@NOFILE@", str(int(job.nofile))), ""]
+    checked = [replica for replica in job.replicas if replica.check]
+    if checked:
+        lines += [CHECKS.replace("@LOCATE@", LOCATE.rstrip("\n")).replace("@SOURCE@", CHECK_SOURCE.strip("\n")), ""]
+        for replica in checked:
+            words = ['"$ops_locate"' if word == LOCATE else '"$ops_check_source"' if word == CHECK_SOURCE
+                     else shlex.quote(word) for word in replica.check or ()]
+            lines.append(" ".join(["ops_check", shlex.quote(replica.name), *_assignments(replica), "--", *words]))
+        lines += ['if [ -n "$ops_refused" ]; then', '  echo "ops-job: every process exited"', "  exit 2", "fi", ""]
     for replica in job.replicas:
-        assignments = [shlex.quote(f"{key}={value}") for key, value in replica.env.items()
-                       if key != "CUDA_VISIBLE_DEVICES"]  # set from the job's devices by ops_start
         gpus = " ".join(str(gpu) for gpu in replica.gpus)
         lines.append(" ".join(["ops_start", shlex.quote(replica.name), shlex.quote(replica.log), shlex.quote(gpus),
-                               *assignments, "--", shlex.join(replica.argv)]))
+                               *_assignments(replica), "--", shlex.join(replica.argv)]))
     lines += ["", *EPILOGUE.splitlines(), ""]
     return "\n".join(lines)
+
+
+def _assignments(replica: Replica) -> list[str]:
+    """Its environment as quoted VAR=VALUE words; CUDA_VISIBLE_DEVICES comes from the job's devices."""
+    return [shlex.quote(f"{key}={value}") for key, value in replica.env.items() if key != "CUDA_VISIBLE_DEVICES"]
 
 
 def parse_exit(line: str) -> tuple[str, int] | None:

@@ -33,6 +33,7 @@ from orchestra_ops.logtail import tail
 from orchestra_ops.nodes import SlurmSettings
 from orchestra_ops.paths import topology_dir
 from orchestra_ops.state import NodeRecord, ProcessRecord
+from orchestra_ops.vllmcheck import check_argv
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +79,14 @@ class SlurmBackend(LocalLogs):
         job_log.parent.mkdir(parents=True, exist_ok=True)
         job_offset = job_log.stat().st_size if job_log.exists() else 0
         records, replicas = [], []
+        checked: set[str] = set()  # one vLLM check per model, on its first replica
         for spec in group.specs:
             log_file = absolute_log(spec, ctx.cwd)
             offset = open_log(log_file, spec.reproduce)
             argv = resolve_argv(spec.argv)  # `ops` is this installation: the nodes share this filesystem
-            replicas.append(Replica(spec.name, str(log_file), spec.gpus, dict(spec.env), argv))
+            check = check_argv(argv) if spec.kind == "vllm" and spec.group not in checked else None
+            checked.add(spec.group)
+            replicas.append(Replica(spec.name, str(log_file), spec.gpus, dict(spec.env), argv, check))
             records.append(ProcessRecord(
                 name=spec.name, group=spec.group, kind=spec.kind, node=group.name, backend=self.name, host=None,
                 port=spec.port, log=str(log_file), argv=argv, env=dict(spec.env),

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 
 import psutil
+import pytest
 
 from orchestra_ops.procs import listeners
-from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness
+from tests.helpers import REPO
+from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness, server_port_block
 
 cluster = cluster_fixture(slurm=True, sshd=True)
 __all__ = ["cluster", "harness"]
@@ -86,3 +88,43 @@ def test_a_crash_on_the_slurm_node_stops_the_local_and_ssh_nodes_too(harness: Cl
     assert listeners([record["port"] for record in state["processes"]]) == {}
     assert h.cluster.jobs() == []
     assert not h.has_session("ops-half-far")
+
+
+VLLM = REPO / ".venv-vllm" / "bin" / "vllm"
+TINY = REPO / ".tiny-model" / "model"
+needs_vllm = pytest.mark.skipif(not (VLLM.exists() and TINY.exists()),
+                                reason="the engine venv and tiny model (make setup tiny-model) are not built")
+
+
+def _bad_vllm(node: str, port: int) -> dict:
+    """A real vLLM model whose engine_args that vLLM itself refuses (`--dtype float13`)."""
+    return {"model": str(TINY), "node": node, "gpus_per_replica": 0, "port": port, "vllm_command": [str(VLLM)],
+            "engine_args": ["--enforce-eager", "--dtype", "float13"]}
+
+
+@needs_vllm
+def test_vllm_on_an_ssh_node_refuses_a_bad_flag_before_anything_starts(harness: ClusterHarness) -> None:
+    h = harness
+    nodes = {"far": {**h.ssh_node(), "gpus": 0}, "cpu": h.local_node()}
+    topo = h.topology("badflag", nodes, {"v": _bad_vllm("far", server_port_block(1)), "c": h.sim("cpu")})
+    result = h.ops("up", str(topo))
+    assert result.returncode == 2, result.stderr
+    line = topo.read_text().splitlines().index("    - --dtype") + 1  # the engine_args entry vLLM names
+    assert (f"{topo}:{line}: models.v.engine_args.1: vLLM 0.32.0+cpu on node far refuses the command of v/0: "
+            "vllm serve: error: argument --dtype: invalid choice: 'float13'") in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (h.home / "badflag" / "state.json").exists()  # nothing was started anywhere
+
+
+@needs_vllm
+def test_vllm_on_a_slurm_node_checks_inside_the_job_before_any_replica_starts(harness: ClusterHarness) -> None:
+    h = harness
+    topo = h.topology("badjob", {"gpu": h.slurm_node(gpus=0)}, {"v": _bad_vllm("gpu", server_port_block(2))})
+    result = h.ops("up", str(topo))
+    assert result.returncode == 3, result.stderr
+    assert ("ops-job: v/0: vLLM on " in result.stderr and "refuses its command: " in result.stderr
+            and "argument --dtype: invalid choice: 'float13'" in result.stderr), result.stderr
+    job_log = (h.home / "badjob" / "logs" / "gpu.slurm.log").read_text()
+    assert "ops-job: started" not in job_log  # the replica never started
+    assert not (h.home / "badjob" / "logs" / "v-0.log").read_text().count("\n") > 1  # only ops' header line
+    assert h.cluster.jobs() == []

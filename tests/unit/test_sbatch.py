@@ -118,3 +118,55 @@ def test_at_scancel_the_job_ends_only_after_its_replicas_have(tmp_path: Path) ->
     out, _ = proc.communicate(timeout=30)
     assert (tmp_path / "s.log").read_text() == "up\nstopped cleanly\n"
     assert out.splitlines()[-2:] == ["ops-job: exited s/0 status=0", "ops-job: every process exited"]
+
+
+def _fake_vllm(tmp_path: Path, answer: str) -> Path:
+    """A `vllm` console script whose shebang names a 'python' that prints `answer` (the check's reply)."""
+    python = tmp_path / "fake-python"
+    python.write_text(f"#!/bin/sh\necho 'noise on stdout'\necho 'OPS_VLLM_CHECK {answer}'\n")
+    python.chmod(0o755)
+    vllm = tmp_path / "vllm"
+    vllm.write_text(f"#!{python}\n")
+    vllm.chmod(0o755)
+    return vllm
+
+
+def test_a_refused_vllm_command_ends_the_job_before_anything_starts(tmp_path: Path) -> None:
+    from orchestra_ops.vllmcheck import check_argv
+
+    vllm = _fake_vllm(tmp_path, '{"ok": false, "version": "0.32.0", "error": "argument --dtype: invalid choice"}')
+    argv = [str(vllm), "serve", "m", "--dtype", "float13"]
+    log = tmp_path / "m-0.log"
+    job = SbatchJob(topology="t", node="n", settings=SlurmSettings(), nofile=1024, job_log=str(tmp_path / "job.log"),
+                    workdir=str(tmp_path), replicas=(
+                        Replica("m/0", str(log), (), {"VLLM_X": "1"}, argv, check_argv(argv)),
+                        Replica("m/1", str(tmp_path / "m-1.log"), (), {}, argv)))
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_sbatch(job))
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    lines = done.stdout.splitlines()
+    assert 'ops-job: vllm-check m/0 {"ok": false, "version": "0.32.0", "error": "argument --dtype: invalid choice"}' \
+        in lines
+    assert any(line.startswith("ops-job: m/0: vLLM on ") and line.endswith(
+        'refuses its command: {"ok": false, "version": "0.32.0", "error": "argument --dtype: invalid choice"}')
+        for line in lines)
+    assert not any(line.startswith("ops-job: started") for line in lines)  # nothing started
+    assert not log.exists()
+
+
+def test_an_accepted_vllm_command_starts_the_replicas(tmp_path: Path) -> None:
+    from orchestra_ops.vllmcheck import check_argv
+
+    vllm = _fake_vllm(tmp_path, '{"ok": true, "version": "0.32.0", "error": null}')
+    argv = [str(vllm), "serve", "m"]
+    job = SbatchJob(topology="t", node="n", settings=SlurmSettings(), nofile=1024, job_log=str(tmp_path / "job.log"),
+                    workdir=str(tmp_path), replicas=(Replica("m/0", str(tmp_path / "m-0.log"), (), {}, argv,
+                                                             check_argv(argv)),))
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_sbatch(job))
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert 'ops-job: vllm-check m/0 {"ok": true, "version": "0.32.0", "error": null}' in lines
+    assert "ops-job: exited m/0 status=0" in lines
