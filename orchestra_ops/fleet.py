@@ -132,12 +132,14 @@ def _save(state: FleetState) -> None:
 
 
 def fleet_endpoints(state: FleetState) -> Endpoints | None:
-    """The endpoints of every process, keyed by served name or service name; None while a host is unknown."""
+    """The endpoints of every process, keyed by served name or service name (and each declared LoRA
+    adapter on its base model's replicas, as endpoints_for does); None while a host is unknown."""
     endpoints: Endpoints = {}
     for record in state.processes:
         if record.host is None:
             return None
-        endpoints.setdefault(record.endpoint_key, []).append({"ip_addr": record.host, "port": record.port})
+        for key in (record.endpoint_key, *record.adapters):  # a declared adapter: a key on its base's replicas
+            endpoints.setdefault(key, []).append({"ip_addr": record.host, "port": record.port})
     return endpoints
 
 
