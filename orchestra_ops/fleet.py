@@ -1,8 +1,11 @@
 """Bringing a fleet up and down on every node it names; the CLI commands are thin layers over this module.
 
-    up:   load + plan -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
+    up:   load + plan (+ the retrieval indexes to build, indexes.py)
+          -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
+          -> up already with some processes dead: restart only those (repair.py), done
           -> refuse if already up -> preflight every node in parallel (ports, commands, ssh reach,
           slurm partition): any problem stops `ops up` before anything starts anywhere
+          -> build the missing retrieval indexes from their corpora (with progress)
           -> launch every node in parallel; state.json after each (status "up", before waiting, so
           `ops down` works after a crash) -> wait until every process is READY (readiness.py)
           -> model_config.json once every host is known.
@@ -24,11 +27,14 @@ from pathlib import Path
 from orchestra_ops import procs
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup, StopReport
-from orchestra_ops.endpoints import Endpoints, write_endpoints
+from orchestra_ops.endpoints import Endpoints, read_endpoints, write_endpoints
 from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
+from orchestra_ops.indexes import BuildProgress, missing_indexes
+from orchestra_ops.indexes import build as build_index
 from orchestra_ops.paths import endpoints_path, state_path
 from orchestra_ops.plan import LaunchPlan, plan
 from orchestra_ops.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
+from orchestra_ops.repair import restart, survey
 from orchestra_ops.state import FleetState, read_state, resolve_name, write_state
 from orchestra_ops.topology import Topology, load_topology
 
@@ -55,6 +61,9 @@ class UpResult:
     endpoints_file: Path | None
     ready_s: float | None
     warnings: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)  # a repair: only these were started again
+    kept: list[str] = field(default_factory=list)  # a repair: these kept running (their pids unchanged)
+    external: list[str] = field(default_factory=list)  # our pid gone, the port serving: left alone
 
 
 WarningCallback = Callable[[str], None]
@@ -71,13 +80,16 @@ def node_groups(topology: Topology, launch_plan: LaunchPlan, this_machine: str) 
 
 
 def up(topology_file: str | Path, options: UpOptions | None = None, *,
-       on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None) -> UpResult:
-    """Launch every process of a topology, record it, wait until all serve, write the endpoints file."""
+       on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
+       on_index_progress: BuildProgress | None = None) -> UpResult:
+    """Launch every process of a topology, record it, wait until all serve, write the endpoints file.
+    A retrieval index that is missing is built from its service's corpus first (indexes.py)."""
     opts = options or UpOptions()
     warn = on_warning or (lambda message: log.warning("%s", message))
     source = Path(topology_file).resolve()
     topology = load_topology(source)
     launch_plan = plan(topology)
+    builds = missing_indexes(source, topology, launch_plan)  # a missing index without a corpus fails here
     groups = node_groups(topology, launch_plan, opts.backend or topology.backend)
     if not groups:
         raise LaunchError(f"{source}: nothing to start (no models or services)")
@@ -90,8 +102,13 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
     for message in warnings:
         warn(message)
     with Backends() as backends:
+        repaired = None if opts.replace else _repair(topology.name, source, opts, backends, on_progress)
+        if repaired is not None:
+            return repaired
         _check_not_up(topology.name, opts, warn, backends)
         _preflight(groups, backends, ctx)
+        for job in builds:
+            build_index(job, on_index_progress)
         state = FleetState(
             name=topology.name, topology_file=str(source), backend=opts.backend or topology.backend, status="up",
             started_at=time.time(), cwd=str(cwd),
@@ -211,6 +228,26 @@ def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, sta
     if not report.clean:
         note += f", but: {report.problems()}"
     raise LaunchError("\n".join(lines) + f"\n{note}")
+
+
+def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
+            on_progress: ProgressCallback | None) -> UpResult | None:
+    """`ops up` on a fleet of this file that is up with some processes dead: restart only those.
+    None when there is nothing to repair (not up, all alive, all gone, or another file)."""
+    if not state_path(name).exists():
+        return None
+    old = read_state(name)
+    if old.status != "up" or Path(old.topology_file) != source:
+        return None
+    found = survey(old, backends)
+    if not found.alive or not found.dead:
+        return None
+    done = restart(old, found.dead, backends, timeout_s=opts.timeout_s, stop_timeout_s=opts.stop_timeout_s,
+                   on_progress=on_progress)
+    if opts.endpoints_out is not None and done.endpoints_file is not None:
+        write_endpoints(opts.endpoints_out, read_endpoints(done.endpoints_file))
+    return UpResult(state=done.state, endpoints_file=done.endpoints_file, ready_s=done.ready_s,
+                    restarted=done.names, kept=found.alive, external=found.external)
 
 
 def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: Backends) -> None:
