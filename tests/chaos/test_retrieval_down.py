@@ -155,3 +155,8 @@ def test_continue_keeps_degraded_rounds_and_counts_them(tmp_path: Path, stack: S
     assert scores["retrieval_degraded"] == {"rounds": rounds, "tasks": len(samples)}
     assert (f"retrieval unavailable: {rounds} search round(s) in {len(samples)} task(s) went on without documents"
             in result.stdout)
+    analyzed = run_ops(["analyze", str(tmp_path / "run")], timeout=300)
+    assert analyzed.returncode == 0, analyzed.stderr
+    report = (tmp_path / "run" / "analysis" / "report.html").read_text()
+    assert f"<td>retrieval_degraded.rounds (scores.json)</td><td>{rounds}</td>" in report
+    assert "the rounds went on without documents (degraded)" in report
