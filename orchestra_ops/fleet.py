@@ -1,10 +1,13 @@
 """Bringing a fleet up and down on every node it names; the CLI commands are thin layers over this module.
 
-    up:   load + plan -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
+    up:   load + plan (+ the retrieval indexes to build, indexes.py)
+          -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
+          -> up already with some processes dead: restart only those (repair.py), done
           -> refuse if already up -> preflight every node in parallel (ports, commands, ssh reach,
           slurm partition): any problem stops `ops up` before anything starts anywhere
           -> each node's own vLLM parses every vLLM model's exact argv (vllmcheck.py; a slurm node's job
           does it first thing): a refusal is vLLM's message at the topology line, exit 2
+          -> build the missing retrieval indexes from their corpora (with progress)
           -> launch every node in parallel; state.json after each (status "up", before waiting, so
           `ops down` works after a crash) -> wait until every process is READY (readiness.py)
           -> model_config.json once every host is known.
@@ -26,11 +29,14 @@ from pathlib import Path
 from orchestra_ops import procs, vllmcheck
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup, StopReport
-from orchestra_ops.endpoints import Endpoints, write_endpoints
+from orchestra_ops.endpoints import Endpoints, read_endpoints, write_endpoints
 from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
+from orchestra_ops.indexes import BuildProgress, missing_indexes
+from orchestra_ops.indexes import build as build_index
 from orchestra_ops.paths import endpoints_path, state_path
 from orchestra_ops.plan import LaunchPlan, plan
 from orchestra_ops.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
+from orchestra_ops.repair import restart, survey
 from orchestra_ops.state import FleetState, read_state, resolve_name, write_state
 from orchestra_ops.topology import Topology, load_topology
 
@@ -57,6 +63,9 @@ class UpResult:
     endpoints_file: Path | None
     ready_s: float | None
     warnings: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)  # a repair: only these were started again
+    kept: list[str] = field(default_factory=list)  # a repair: these kept running (their pids unchanged)
+    external: list[str] = field(default_factory=list)  # our pid gone, the port serving: left alone
 
 
 WarningCallback = Callable[[str], None]
@@ -73,13 +82,16 @@ def node_groups(topology: Topology, launch_plan: LaunchPlan, this_machine: str) 
 
 
 def up(topology_file: str | Path, options: UpOptions | None = None, *,
-       on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None) -> UpResult:
-    """Launch every process of a topology, record it, wait until all serve, write the endpoints file."""
+       on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
+       on_index_progress: BuildProgress | None = None) -> UpResult:
+    """Launch every process of a topology, record it, wait until all serve, write the endpoints file.
+    A retrieval index that is missing is built from its service's corpus first (indexes.py)."""
     opts = options or UpOptions()
     warn = on_warning or (lambda message: log.warning("%s", message))
     source = Path(topology_file).resolve()
     topology = load_topology(source)
     launch_plan = plan(topology)
+    builds = missing_indexes(source, topology, launch_plan)  # a missing index without a corpus fails here
     groups = node_groups(topology, launch_plan, opts.backend or topology.backend)
     if not groups:
         raise LaunchError(f"{source}: nothing to start (no models or services)")
@@ -92,12 +104,17 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
     for message in warnings:
         warn(message)
     with Backends() as backends:
+        repaired = None if opts.replace else _repair(topology.name, source, opts, backends, on_progress)
+        if repaired is not None:
+            return repaired
         _check_not_up(topology.name, opts, warn, backends)
         _preflight(groups, backends, ctx)
         engines = vllmcheck.check_topology_engines(source, topology, groups, backends, ctx)
         for check in engines:
             if check.skipped:
                 warn(f"{check.process}: vLLM did not check its command before launch ({check.skipped})")
+        for job in builds:
+            build_index(job, on_index_progress)
         state = FleetState(
             name=topology.name, topology_file=str(source), backend=opts.backend or topology.backend, status="up",
             started_at=time.time(), cwd=str(cwd),
@@ -139,12 +156,14 @@ def _save(state: FleetState) -> None:
 
 
 def fleet_endpoints(state: FleetState) -> Endpoints | None:
-    """The endpoints of every process, keyed by served name or service name; None while a host is unknown."""
+    """The endpoints of every process, keyed by served name or service name (and each declared LoRA
+    adapter on its base model's replicas, as endpoints_for does); None while a host is unknown."""
     endpoints: Endpoints = {}
     for record in state.processes:
         if record.host is None:
             return None
-        endpoints.setdefault(record.endpoint_key, []).append({"ip_addr": record.host, "port": record.port})
+        for key in (record.endpoint_key, *record.adapters):  # a declared adapter: a key on its base's replicas
+            endpoints.setdefault(key, []).append({"ip_addr": record.host, "port": record.port})
     return endpoints
 
 
@@ -216,6 +235,26 @@ def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, sta
     if not report.clean:
         note += f", but: {report.problems()}"
     raise LaunchError("\n".join(lines) + f"\n{note}")
+
+
+def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
+            on_progress: ProgressCallback | None) -> UpResult | None:
+    """`ops up` on a fleet of this file that is up with some processes dead: restart only those.
+    None when there is nothing to repair (not up, all alive, all gone, or another file)."""
+    if not state_path(name).exists():
+        return None
+    old = read_state(name)
+    if old.status != "up" or Path(old.topology_file) != source:
+        return None
+    found = survey(old, backends)
+    if not found.alive or not found.dead:
+        return None
+    done = restart(old, found.dead, backends, timeout_s=opts.timeout_s, stop_timeout_s=opts.stop_timeout_s,
+                   on_progress=on_progress)
+    if opts.endpoints_out is not None and done.endpoints_file is not None:
+        write_endpoints(opts.endpoints_out, read_endpoints(done.endpoints_file))
+    return UpResult(state=done.state, endpoints_file=done.endpoints_file, ready_s=done.ready_s,
+                    restarted=done.names, kept=found.alive, external=found.external)
 
 
 def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: Backends) -> None:

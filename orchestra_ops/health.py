@@ -8,7 +8,10 @@ A model replica is READY when `/health` answers 200, `/v1/models` lists its serv
     STARTING   the port answers but the server says it is not ready yet (503, model not loaded)
     UNHEALTHY  it answers, but wrongly (another model, errors, timeouts)
     DOWN       nothing answers on the port
-    DEAD       the recorded process is gone (decided by the caller, from pid + start time)
+    DEAD       the recorded process is gone (decided by the caller, from pid + start time) and
+               nothing serves on its port
+    EXTERNAL   the recorded process is gone, but its port serves the model (a replica started by
+               hand, or by something else): it answers, ops does not own it (`ops down` leaves it)
 
 All probes of a fleet run concurrently on one event loop: 32 endpoints take about one probe's time.
 Load comes from vLLM's `/metrics`: `vllm:num_requests_running`, `vllm:num_requests_waiting`, and
@@ -37,6 +40,7 @@ class State(str, enum.Enum):
     UNHEALTHY = "UNHEALTHY"
     DOWN = "DOWN"
     DEAD = "DEAD"
+    EXTERNAL = "EXTERNAL"
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,11 @@ class Probe:
     @property
     def ready(self) -> bool:
         return self.state is State.READY
+
+    @property
+    def serving(self) -> bool:
+        """It answers as it should: READY, or EXTERNAL (serving, but not a process ops started)."""
+        return self.state in (State.READY, State.EXTERNAL)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "port": self.port, "state": self.state.value,
@@ -132,8 +141,6 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
     adapters: tuple[str, ...] = ()
     if target.waiting is not None:
         state, detail = State.PENDING, target.waiting
-    elif not target.alive:
-        state, detail = State.DEAD, "the recorded process is gone"
     else:
         try:
             if target.kind == "retrieval":
@@ -149,6 +156,11 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
             state, detail = State.READY, ""
         except _Verdict as verdict:
             state, detail = verdict.state, verdict.detail
+        if not target.alive:  # our process is gone: whatever answers there is someone else's
+            state, detail = ((State.EXTERNAL, f"the recorded process (pid {target.pid}) is gone, but the port "
+                              "serves it: a process ops did not start (`ops down` leaves it; stop it, then "
+                              f"`ops restart {target.name}`)")
+                             if state is State.READY else (State.DEAD, "the recorded process is gone"))
     latency = (time.perf_counter() - started) * 1000 if state not in (State.DEAD, State.PENDING) else None
     return Probe(name=target.name, host=target.host, port=target.port, state=state, latency_ms=latency,
                  pid=target.pid, model=target.served_model_name, running=load.running,

@@ -129,7 +129,8 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
                 spec = replace(spec, env={**spec.env, "VLLM_CPU_OMP_THREADS_BIND": cpu_binds[name]})
             processes.append(spec)
     for key, service in topology.services.items():
-        processes.append(_retrieval_process(topology, key, service, placement.get(key, ()), log_dir))
+        index_dir = service.index_dir or str(base / "index" / key)  # see indexes.py
+        processes.append(_retrieval_process(topology, key, service, placement.get(key, ()), log_dir, index_dir))
     return LaunchPlan(name=topology.name, backend=topology.backend, processes=tuple(processes),
                       state_dir=str(base), log_dir=log_dir)
 
@@ -227,9 +228,9 @@ def sim_argv(topology: Topology, model: ModelSpec, bind: str, port: int, index: 
     return argv + list(model.engine_args)
 
 
-def retrieval_argv(topology: Topology, service: RetrievalService, bind: str) -> list[str]:
-    """`ops serve retrieval --index-dir DIR --host H --port P …`."""
-    argv = [*topology.defaults.ops_command, "serve", "retrieval", "--index-dir", service.index_dir,
+def retrieval_argv(topology: Topology, service: RetrievalService, bind: str, index_dir: str | None = None) -> list[str]:
+    """`ops serve retrieval --index-dir DIR --host H --port P …` (DIR: `index_dir`, else the service's)."""
+    argv = [*topology.defaults.ops_command, "serve", "retrieval", "--index-dir", index_dir or service.index_dir or "",
             "--host", bind, "--port", str(service.port),
             "--device", "cpu" if service.gpu is None else "cuda",
             "--max-batch-size", str(service.max_batch_size),
@@ -244,12 +245,12 @@ def retrieval_argv(topology: Topology, service: RetrievalService, bind: str) -> 
 
 
 def _retrieval_process(topology: Topology, key: str, service: RetrievalService, gpus: tuple[int, ...],
-                       log_dir: str) -> ProcessSpec:
+                       log_dir: str, index_dir: str) -> ProcessSpec:
     host, bind = _hosts(topology, service.node)
     env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "PYTHONUNBUFFERED": "1", **service.env}
     return ProcessSpec(
         name=key, group=key, kind="retrieval", node=service.node, host=host, bind_host=bind,
-        port=service.port, gpus=gpus, argv=tuple(retrieval_argv(topology, service, bind)), env=env,
+        port=service.port, gpus=gpus, argv=tuple(retrieval_argv(topology, service, bind, index_dir)), env=env,
         log=_log_path(log_dir, key), served_model_name=None,
         ulimit_nofile=topology.defaults.ulimit_nofile, endpoint_key=key,
     )

@@ -64,6 +64,7 @@ class ProcessRecord:
     env: dict[str, str]  # only what the plan sets (never the inherited environment)
     served_model_name: str | None
     endpoint_key: str
+    adapters: list[str] = field(default_factory=list)  # declared LoRA adapters it serves (more endpoints keys)
     pid: int | None = None  # on its node; None for a process its slurm job owns
     pgid: int | None = None
     sid: int | None = None

@@ -112,7 +112,8 @@ class RetrievalService(Strict):
     node: str
     port: Port
     gpu: int | None = Field(None, ge=0)  # None: the encoder runs on the CPU
-    index_dir: str
+    index_dir: str | None = None  # default: <state dir>/index/<service> (indexes.py); relative: to where ops runs
+    corpus: str | None = None  # a JSONL (id, content): a missing index is built from it at `ops up` (indexes.py)
     encoder: str | None = None
     max_batch_size: int = Field(64, ge=1)
     max_wait_ms: float = Field(5.0, ge=0)

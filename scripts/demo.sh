@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole flow on this machine with simulated engines and a CPU retrieval index.
-#   index build -> ops up topologies/local.yaml -> ops health -> ops eval chat -> eval-status
+#   ops up topologies/local.yaml (the first one builds the retrieval index from the bundled corpus)
+#   -> ops health -> ops eval chat -> eval-status
 #   -> ops eval hle (then --resume) -> ops eval healthbench -> eval-status
 #   -> ops lora load -> ops eval gsm8k / mmlu (base and adapter) -> ops lora unload -> ops down
 # State goes where `ops` keeps it by default (.ops/local), the run to runs/chat-local; inputs are
@@ -9,7 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OPS=(.venv/bin/ops)
 DEMO=demo
-INDEX=.ops/local/index   # topologies/local.yaml reads its retrieval index from here
 mkdir -p "$DEMO"
 
 .venv/bin/python - "$DEMO" <<'PY'
@@ -21,10 +21,6 @@ with open(demo / "questions.jsonl", "w") as f:
     for i in range(200):
         f.write(json.dumps({"id": f"q{i:03d}", "prompt": f"In one word, what limits {topics[i % 8]}? ({i})"}) + "\n")
 PY
-
-if [ ! -f "$INDEX/eval.index" ]; then  # the bundled synthetic corpus the hle/frames demo searches
-  "${OPS[@]}" index build evals/data/agent_corpus.jsonl --out "$INDEX"
-fi
 
 "${OPS[@]}" plan topologies/local.yaml
 trap '"${OPS[@]}" down local || true' EXIT

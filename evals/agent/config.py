@@ -32,3 +32,4 @@ class AgentConfig:
     sandbox: SandboxPolicy
     trajectories: Path  # where per-task trajectory files go
     answer_formats: dict[str, str] = field(default_factory=dict)  # alias -> "answer" | "boxed"
+    on_retrieval_error: str = "fail"  # "fail": the task fails as retrieval_unavailable; "continue": no documents

@@ -83,6 +83,7 @@ def score(suite: str, records: Mapping[TaskId, dict[str, Any]], units: list[Samp
             tools[str(call.get("tool"))] += 1
             aliases[str(call.get("alias"))] += 1
         invalid.update({str(k): int(v) for k, v in (record.get("invalid") or {}).items()})
+    degraded = [sum(1 for call in r.get("calls") or () if call.get("retrieval_error")) for r in ok]
     out: dict[str, Any] = {
         "suite": suite, "judge_protocol": judge_protocol, "units": len(units), "scored": scored,
         "correct": correct, "accuracy": round(correct / scored, 6) if scored else None,
@@ -93,6 +94,8 @@ def score(suite: str, records: Mapping[TaskId, dict[str, Any]], units: list[Samp
         "mean_rounds": round(sum(r["rounds"] for r in finished) / len(finished), 4) if finished else None,
         "tool_calls": dict(sorted(tools.items())), "alias_calls": dict(sorted(aliases.items())),
         "invalid_calls": dict(sorted(invalid.items())), "images_excluded": images_excluded,
+        # --on-retrieval-error continue: searches no service answered, the round went on without documents
+        "retrieval_degraded": {"rounds": sum(degraded), "tasks": sum(1 for n in degraded if n)},
     }
     if judge_protocol == "cais":
         judged = [r for r in ok if isinstance(r.get("judge"), dict)]
@@ -112,6 +115,10 @@ def score_lines(scores: Mapping[str, Any]) -> list[str]:
         lines.append(f"grader errors (left out of the score): {scores['grader_errors']}")
     lines.append(f"answered {scores['answered']}, no answer within the rounds {scores['no_answer']}; mean rounds "
                  f"{scores['mean_rounds']}; tool calls {scores['tool_calls']}; invalid calls {scores['invalid_calls']}")
+    degraded = scores.get("retrieval_degraded") or {}
+    if degraded.get("rounds"):
+        lines.append(f"retrieval unavailable: {degraded['rounds']} search round(s) in {degraded['tasks']} task(s) went "
+                     "on without documents (--on-retrieval-error continue); these scores are degraded")
     if scores.get("images_excluded"):
         lines.append(f"{scores['images_excluded']} question(s) with an image left out (--include-images to keep them)")
     cais = scores.get("cais")

@@ -73,10 +73,14 @@ def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
         SuiteOption("exec_python", "--exec-python", "path", "The Python that model-written code runs under "
                     "(default: the one running ops; pick an environment with the packages the code needs).",
                     default=None),
-        SuiteOption("retrieval_attempts", "--retrieval-attempts", "int", "Attempts per retrieval service.",
-                    default=8, minimum=1),
+        SuiteOption("retrieval_attempts", "--retrieval-attempts", "int", "Attempts per retrieval service (all "
+                    "within 60 s).", default=4, minimum=1),
         SuiteOption("retrieval_backoff", "--retrieval-backoff", "float", "First retrieval retry wait in seconds "
-                    "(doubling, at most 15).", default=2.0, minimum=0.0),
+                    "(doubling, at most 15).", default=1.0, minimum=0.0),
+        SuiteOption("on_retrieval_error", "--on-retrieval-error", "choice", "When no retrieval service answers a "
+                    "search: fail the task (retrieval_unavailable; --retry-failed reruns it), or continue the round "
+                    "without documents (counted in scores.json as retrieval_degraded).", default="fail",
+                    choices=("fail", "continue")),
         SuiteOption("retrieval_timeout", "--retrieval-timeout", "float", "Seconds per retrieval request.",
                     default=60.0, minimum=0.1),
     ]
@@ -170,6 +174,7 @@ class AgentSuite(BaseSuite):
             sampling=calls, orchestrator=orchestrator, judge=judge, judge_protocol=judge_protocol,
             answer_format=answer_format, aliases=aliases, served=served, max_rounds=int(options["max_rounds"]),
             judge_attempts=int(options["judge_attempts"]),
+            on_retrieval_error=str(options.get("on_retrieval_error") or "fail"),
             retrieval=RetrievalSettings(attempts=int(options["retrieval_attempts"]),
                                         timeout_s=float(options["retrieval_timeout"]),
                                         backoff_s=float(options["retrieval_backoff"])),
@@ -200,7 +205,9 @@ class AgentSuite(BaseSuite):
         lines.append(f"budgets: {json.dumps(cfg.protocol.budgets.to_json())}")
         lines.append(f"code runs in the sandbox: {toolbox.sandbox.describe(cfg.sandbox)}")
         lines.append(f"retrieval: {', '.join(cfg.protocol.retrieval_services)} (first declared that answers), "
-                     f"topk {cfg.protocol.topk}, {cfg.retrieval.attempts} attempt(s)")
+                     f"topk {cfg.protocol.topk}, {cfg.retrieval.attempts} attempt(s); when none answers: "
+                     + ("the task fails (retrieval_unavailable)" if cfg.on_retrieval_error == "fail"
+                        else "the round goes on without documents (counted)"))
         lines.append(f"judge: {cfg.judge} ({cfg.judge_protocol} protocol, {cfg.judge_attempts} attempt(s) per verdict)")
         return lines
 

@@ -3,8 +3,10 @@ the judge (answer). Each returns a ToolResult: the turn record in ToolOrchestra'
 the compact call entry for results.jsonl, and one ToolEvent for profile.jsonl.
 
 A failed expert or judge call (after the engine's retries) is a tool error: the task ends with
-status error, as the original's OSS scripts end it. Retrieval that stays down is not an error:
-the round goes on without documents and the turn says why (`_retrieval_error`).
+status error, as the original's OSS scripts end it. Retrieval that stays down fails the task as
+`retrieval_unavailable` (a score over rounds that searched nothing is not a score); under
+`--on-retrieval-error continue` the round goes on without documents, the turn says why
+(`_retrieval_error`) and the call entry is marked `retrieval_error` (scores.json counts them).
 """
 
 from __future__ import annotations
@@ -126,7 +128,11 @@ async def search(state: TaskState, alias: str, target: str) -> ToolResult:
                     retrieval_replica=found.replica)
         if found.error is not None:
             turn["_retrieval_error"] = found.error
-            entry["retrieval_error"] = True
+            if cfg.on_retrieval_error == "fail":
+                result.error = CallError("retrieval_unavailable", f"no retrieval service answered: {found.error}",
+                                         attempts=found.attempts, replica=found.replica)
+            else:
+                entry["retrieval_error"] = True
         entry["retrieval_ms"] = _ms(found.latency_s)
         entry["documents"] = len(found.documents)
         parts["retrieval"] = found.latency_s

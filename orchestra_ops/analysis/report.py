@@ -61,13 +61,17 @@ def render(analysis: Analysis) -> str:
     return "\n".join(parts)
 
 
+DEGRADED_NOTE = "searches no retrieval service answered: the rounds went on without documents (degraded)"
+
+
 def _scores(stats: Mapping[str, Any]) -> str:
     rows: list[list[Any]] = []
     recomputed = stats["scores"]["recomputed"]
     rows.append([f"{recomputed['metric']} (from results.jsonl)", _num(recomputed["value"]),
                  f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"])
     for key, value in _flatten(stats["scores"].get("suite") or {}):
-        rows.append([f"{key} (scores.json)", _num(value), ""])
+        note = DEGRADED_NOTE if key.startswith("retrieval_degraded") and value else ""
+        rows.append([f"{key} (scores.json)", _num(value), note])
     return "<h2 id=\"scores\">Scores</h2>" + table(["score", "value", "note"], rows, table_id="score-table")
 
 

@@ -97,7 +97,7 @@ def make_record(spec: ProcessSpec, node: str, backend: str, pid: int, argv: Sequ
         name=spec.name, group=spec.group, kind=spec.kind, node=node, backend=backend, pid=pid, pgid=pid, sid=pid,
         create_time=create_time, host=spec.host or spec.bind_host, port=spec.port, log=str(log_file),
         argv=list(argv), env=dict(spec.env), served_model_name=spec.served_model_name,
-        endpoint_key=spec.endpoint_key, log_offset=offset, handle=dict(handle or {}),
+        endpoint_key=spec.endpoint_key, adapters=list(spec.adapters), log_offset=offset, handle=dict(handle or {}),
     )
 
 

@@ -90,7 +90,8 @@ class SlurmBackend(LocalLogs):
             records.append(ProcessRecord(
                 name=spec.name, group=spec.group, kind=spec.kind, node=group.name, backend=self.name, host=None,
                 port=spec.port, log=str(log_file), argv=argv, env=dict(spec.env),
-                served_model_name=spec.served_model_name, endpoint_key=spec.endpoint_key, log_offset=offset))
+                served_model_name=spec.served_model_name, endpoint_key=spec.endpoint_key, adapters=list(spec.adapters),
+                log_offset=offset))
         job = SbatchJob(topology=ctx.topology, node=group.name, settings=settings, nofile=ctx.nofile,
                         job_log=str(job_log), workdir=str(ctx.cwd), replicas=tuple(replicas))
         script = base / "slurm" / f"{group.name}.sbatch"

@@ -200,6 +200,7 @@ def _record(spec: ProcessSpec, node: str, log: str, started: dict[str, Any]) -> 
     return ProcessRecord(
         name=spec.name, group=spec.group, kind=spec.kind, node=node, backend=SshBackend.name, host=spec.host,
         port=spec.port, log=log, argv=list(spec.argv), env=dict(spec.env), served_model_name=spec.served_model_name,
-        endpoint_key=spec.endpoint_key, pid=pid, pgid=pid, sid=pid, log_offset=started["offset"],
+        endpoint_key=spec.endpoint_key, adapters=list(spec.adapters), pid=pid, pgid=pid, sid=pid,
+        log_offset=started["offset"],
         handle={"window": started["window"], "start_ticks": started["start_ticks"], "bind": spec.bind_host},
     )

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "status": "status_cmd:status",
     "logs": "logs_cmd:logs",
     "down": "down_cmd:down",
+    "restart": "restart_cmd:restart",
     "lora": "lora_cmd:lora",
 }
 

@@ -6,6 +6,7 @@ import click
 
 from orchestra_ops.cli.render import echo_json, print_table, stderr_console
 from orchestra_ops.endpoints import endpoints_for, render_endpoints
+from orchestra_ops.indexes import missing_indexes
 from orchestra_ops.plan import plan as make_plan
 from orchestra_ops.topology import load_topology
 from orchestra_ops.vllmcheck import check_file
@@ -20,11 +21,15 @@ from orchestra_ops.vllmcheck import check_file
               help="Also have each node's own vLLM parse the exact command of every vLLM model (as `ops up` does).")
 def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_engines: bool) -> None:
     """Validate TOPOLOGY and list every process `ops up` would start. Starts nothing."""
-    launch_plan = make_plan(load_topology(topology))
+    topo = load_topology(topology)
+    launch_plan = make_plan(topo)
+    for job in missing_indexes(topology, topo, launch_plan):  # a missing index without a corpus: an error here
+        stderr_console().print(f"note: {job.service}: `ops up` builds its index in {job.out} from {job.corpus}",
+                               highlight=False, markup=False)
     if check_engines:
         for check in check_file(topology):
             said = f"skipped ({check.skipped})" if check.skipped else f"vLLM {check.version or '?'} accepts it"
-            stderr_console().print(f"{check.process} on node {check.node}: {said}")
+            stderr_console().print(f"{check.process} on node {check.node}: {said}", highlight=False, markup=False)
     if endpoints:
         if not launch_plan.hosts_resolved:
             pending = sorted({p.node for p in launch_plan.processes if p.host is None})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.console import Console
 from rich.markup import escape
 
 from orchestra_ops.cli.render import stderr_console
@@ -44,6 +45,22 @@ class _ProgressLine:
             self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False, markup=False)
 
 
+class _IndexProgress:
+    """`building the index of retrieval: 512/2048 documents`: at the start, every 10 %, and at the end."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.shown: dict[str, int] = {}
+
+    def __call__(self, service: str, done: int, total: int) -> None:
+        tenth = 10 * done // max(total, 1)
+        if service in self.shown and tenth == self.shown[service] and done < total:
+            return
+        self.shown[service] = tenth
+        self.console.print(f"building the index of {service}: {done}/{total} documents", highlight=False,
+                           markup=False)
+
+
 @click.command()
 @click.argument("topology", type=click.Path(dir_okay=False))
 @click.option("--backend", type=click.Choice(["local", "tmux"]),
@@ -65,12 +82,19 @@ def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool,
         with _ProgressLine() as progress:
             result = fleet_up(topology, options, on_progress=progress,
                               on_warning=lambda message: console.print(f"warning: {message}", highlight=False,
-                                                                       markup=False))
+                                                                       markup=False),
+                              on_index_progress=_IndexProgress(console))
     except KeyboardInterrupt:
         raise Interrupted("interrupted; whatever was launched is left running (`ops status`, `ops down`)") from None
     state = result.state
     where = ", ".join(f"{node.name} ({node.backend})" for node in state.nodes)
-    if result.ready_s is not None:
+    for name in result.external:
+        console.print(f"warning: {name}: its port serves the model but not from the process ops started "
+                      "(started by hand?); left alone", highlight=False, markup=False)
+    if result.restarted:
+        console.print(f"{state.name}: restarted {', '.join(result.restarted)} (ready in {result.ready_s or 0:.1f} s); "
+                      f"{len(result.kept)} kept running", highlight=False, markup=False)
+    elif result.ready_s is not None:
         console.print(f"{state.name}: {len(state.processes)} processes ready in {result.ready_s:.1f} s "
                       f"on {where}", highlight=False)
     else:

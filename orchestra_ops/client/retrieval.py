@@ -5,9 +5,11 @@
 
 A request goes to the replica of the service with the fewest requests in flight. A connection
 error, a timeout, a 429 or a 5xx is retried after `min(backoff_s * 2**min(attempt, 4), backoff_max_s)`
-(2, 4, 8, 15, 15 … s by default, as the original) up to `attempts`; a 4xx other than 429 is not.
-When every service in the list stays down, the result carries no documents and says why: the
-caller goes on (the original looped forever).
+(1, 2, 4 s by default) up to `attempts` (4), and never past `deadline_s` (60 s) per service: a dead
+service is given up after about 7 s, a hanging one after at most a minute (the original looped
+forever; this client once waited ~74 s). A 4xx other than 429 is not retried. When every service
+in the list stays down, the result carries no documents and says why (`error`): the agent suites
+then fail the task as `retrieval_unavailable`, or go on without documents when asked to.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from orchestra_ops.client.transport import Transport
 
 @dataclass(frozen=True)
 class RetrievalSettings:
-    attempts: int = 8
+    attempts: int = 4
     timeout_s: float = 60.0
-    backoff_s: float = 2.0
+    backoff_s: float = 1.0
     backoff_max_s: float = 15.0
+    deadline_s: float = 60.0  # all attempts at one service, waits included
 
     def delay(self, failed_attempt: int) -> float:
         """Seconds to wait after the 0-based attempt `failed_attempt` failed."""
@@ -102,6 +105,7 @@ class RetrievalClient:
                    result: RetrievalResult) -> tuple[list[Any], str | None]:
         error = ""
         previous: Replica | None = None
+        deadline = time.monotonic() + settings.deadline_s
         for attempt in range(settings.attempts):
             candidates = [r for r in replicas if r is not previous] or replicas
             replica = min(candidates, key=lambda r: r.outstanding)
@@ -111,8 +115,9 @@ class RetrievalClient:
             result.replica = replica.address
             retryable = True
             try:
+                timeout = max(0.1, min(settings.timeout_s, deadline - time.monotonic()))
                 resp = await self.transport.post(replica, replica.chat_url, payload,
-                                                 {"Content-Type": "application/json"}, settings.timeout_s)
+                                                 {"Content-Type": "application/json"}, timeout)
             except TransportError as exc:
                 error = f"{name} {replica.address}: {exc.message}"
             else:
@@ -129,7 +134,7 @@ class RetrievalClient:
             finally:
                 replica.outstanding -= 1
             result.retries += 1  # as the original counts: one per failed attempt
-            if not retryable:
+            if not retryable or time.monotonic() + settings.delay(attempt) >= deadline:
                 break
             if attempt + 1 < settings.attempts:
                 await asyncio.sleep(settings.delay(attempt))

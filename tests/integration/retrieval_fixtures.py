@@ -43,10 +43,10 @@ def build_test_index(workdir: Path, count: int) -> tuple[Path, list[dict[str, An
     return index_dir, docs
 
 
-def start_server(index_dir: Path, log: Path, extra: Sequence[str] = ()) -> RetrievalServer:
-    port = free_port()
+def start_server(index_dir: Path, log: Path, extra: Sequence[str] = (), *, port: int | None = None) -> RetrievalServer:
+    port = port or free_port()
     argv = [*OPS, "serve", "retrieval", "--index-dir", str(index_dir), "--port", str(port), *extra]
-    with log.open("wb") as handle:
+    with log.open("ab") as handle:
         proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     return RetrievalServer(proc=proc, port=port, log=log)
 

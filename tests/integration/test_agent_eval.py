@@ -317,7 +317,8 @@ def test_boxed_answers_are_extracted_from_the_last_box(tmp_path: Path, stack: St
     assert answer["response"].endswith(f"\\boxed{{{record['pred']}}}.")
 
 
-def test_retrieval_that_stays_down_leaves_rounds_without_documents(tmp_path: Path, stack: Stack) -> None:
+def test_retrieval_that_stays_down_under_continue_leaves_rounds_without_documents(tmp_path: Path,
+                                                                                  stack: Stack) -> None:
     dead = free_port()
     home = tmp_path / "ops"
     topology = standard_fleet(home, stack.orchestrator, stack.experts, stack.judge, {"retrieval": f"127.0.0.1:{dead}"})
@@ -326,7 +327,8 @@ def test_retrieval_that_stays_down_leaves_rounds_without_documents(tmp_path: Pat
     data.write_text("".join(json.dumps(s) + "\n" for s in samples))
     run_dir = tmp_path / "run"
     _eval("hle", ["--topology", str(topology), "--dataset", str(data), "--run-dir", str(run_dir), "--max-rounds", "4",
-                  "--retrieval-attempts", "2", "--retrieval-backoff", "0.01"], {"OPS_HOME": str(home)})
+                  "--retrieval-attempts", "2", "--retrieval-backoff", "0.01", "--on-retrieval-error", "continue"],
+          {"OPS_HOME": str(home)})
     for record in read_jsonl(run_dir / "results.jsonl"):
         assert (record["status"], record["answered"], record["correct"], record["rounds"]) == ("ok", False, False, 4)
         searches = [c for c in record["calls"] if c["tool"] == "search"]
