@@ -8,7 +8,14 @@
 See sandbox/run.py for the order of work and sandbox/launcher.py for what runs inside.
 """
 
-from orchestra_ops.sandbox.policy import Isolation, SandboxPolicy, SandboxUnavailable, detect_isolation
+from orchestra_ops.sandbox.policy import (
+    Isolation,
+    SandboxPolicy,
+    SandboxUnavailable,
+    detect_isolation,
+    require_isolation,
+)
 from orchestra_ops.sandbox.run import ExecResult, Sandbox
 
-__all__ = ["ExecResult", "Isolation", "Sandbox", "SandboxPolicy", "SandboxUnavailable", "detect_isolation"]
+__all__ = ["ExecResult", "Isolation", "Sandbox", "SandboxPolicy", "SandboxUnavailable", "detect_isolation",
+           "require_isolation"]

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.sandbox.layout import system_binds
+from orchestra_ops.sandbox.layout import interpreter_roots, system_binds
 from orchestra_ops.sandbox.seccomp import no_fork_filter
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,18 @@ class SandboxUnavailable(ConfigError):
                          f"without isolation; fix bubblewrap, or pass {UNSAFE_FLAG} to run it with the limits "
                          "alone (as this user, seeing this machine's files and network)")
         self.isolation = isolation
+
+
+def require_isolation(policy: SandboxPolicy, isolation: Isolation | None = None) -> Isolation:
+    """The isolation programs under `policy` get here; SandboxUnavailable when it is not bubblewrap's and
+    `policy.unsafe` is not set, a ConfigError when the interpreter cannot be bound without exposing too much.
+    Suites call it at start (the run fails in a second, not per task); Sandbox.run calls it for every program."""
+    found = isolation or detect_isolation()
+    if not (found.full or policy.unsafe):
+        raise SandboxUnavailable(found)
+    if found.full:
+        interpreter_roots(policy.python)
+    return found
 
 
 @functools.lru_cache(maxsize=1)

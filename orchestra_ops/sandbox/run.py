@@ -26,7 +26,7 @@ from pathlib import Path
 
 from orchestra_ops.sandbox.launcher import LAUNCHER
 from orchestra_ops.sandbox.layout import interpreter_binds, system_binds
-from orchestra_ops.sandbox.policy import Isolation, SandboxPolicy, SandboxUnavailable, detect_isolation
+from orchestra_ops.sandbox.policy import Isolation, SandboxPolicy, detect_isolation, require_isolation
 
 try:
     import psutil
@@ -110,20 +110,12 @@ class Sandbox:
             argv += ["--setenv", key, value]
         return [*argv, "--", *program], env, "/"
 
-    def check(self, policy: SandboxPolicy | None = None) -> None:
-        """Raise SandboxUnavailable unless programs under `policy` may run here (call it at start)."""
-        p = policy or self.policy
-        if not (self.isolation.full or p.unsafe):
-            raise SandboxUnavailable(self.isolation)
-        if self.isolation.full:
-            interpreter_binds(p.python)  # an interpreter that cannot be bound safely fails now, not per program
-
     async def run(self, code: str, policy: SandboxPolicy | None = None) -> ExecResult:
         """Run `code` under `policy`'s limits (default: the sandbox's; `workers` is always the sandbox's).
 
         Without bubblewrap's isolation the program runs only when `policy.unsafe` (else SandboxUnavailable).
         """
-        self.check(policy)
+        require_isolation(policy or self.policy, self.isolation)
         async with self._slots:
             self.running += 1
             self.most_running = max(self.most_running, self.running)

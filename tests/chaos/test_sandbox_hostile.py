@@ -18,24 +18,27 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from orchestra_ops.services.simllm import agent_rules, rules
 
 from orchestra_ops.sandbox import detect_isolation
 from orchestra_ops.sandbox.layout import interpreter_roots
-from tests.helpers import REPO
+from tests.helpers import OPS, REPO, free_port, run_ops
+from tests.integration.agent_fixtures import expected, questions, read_jsonl, standard_fleet, write_jsonl
 from tests.simserver import SimServer
 
 ISOLATION = detect_isolation()
-pytestmark = pytest.mark.skipif(ISOLATION.bwrap is None, reason=f"no bubblewrap isolation here: {ISOLATION.reason}")
+needs_bwrap = pytest.mark.skipif(ISOLATION.bwrap is None, reason=f"no bubblewrap isolation here: {ISOLATION.reason}")
 
 TEST_USER = "ops-sbx-test"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -236,6 +239,7 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@needs_bwrap
 def test_every_attack_fails_inside_the_sandbox(case: Case, sim: SimServer) -> None:
     with socket.create_connection(("127.0.0.1", sim.port), timeout=5):
         pass  # the sim does answer on loopback outside the sandbox
@@ -253,6 +257,7 @@ def test_every_attack_fails_inside_the_sandbox(case: Case, sim: SimServer) -> No
     assert case.dataset.read_text() == '{"id": "q1", "answer": "the gold answer"}\n'
 
 
+@needs_bwrap
 def test_outside_the_sandbox_the_same_reads_writes_and_socket_succeed(case: Case, sim: SimServer) -> None:
     """The control: without the sandbox, as the same user, the harmless attacks break through."""
     out = case.unsandboxed(case.program(sim.port, safe_only=True, host_pid=str(os.getpid())))
@@ -262,6 +267,7 @@ def test_outside_the_sandbox_the_same_reads_writes_and_socket_succeed(case: Case
     assert case.outside.read_text() == "escaped"
 
 
+@needs_bwrap
 def test_a_benign_program_still_works(case: Case) -> None:
     code = ("import json, math, sys\nprint(json.dumps({'pi': round(math.pi, 4)}))\n"
             "try:\n    import numpy\n    print('numpy', int(numpy.arange(5).sum()))\nexcept ImportError:\n"
@@ -271,3 +277,57 @@ def test_a_benign_program_still_works(case: Case) -> None:
     assert result["stdout"] == '{"pi": 3.1416}\n' + ("numpy 10\n" if has_numpy else "no numpy\n") + "1\n", result
     assert result["status"] == "ok"
     assert result["isolation"].startswith("bubblewrap: own user namespace")
+
+
+# `ops eval` where bubblewrap cannot isolate (here: not on PATH, as on a machine without it)
+
+NO_BWRAP = {"PATH": "/nonexistent"}  # ops itself needs no program from PATH; the sandbox finds no bwrap
+
+
+def _coding_fleet(tmp_path: Path, sim_server: Callable[..., SimServer]) -> tuple[list[str], dict[str, str], Path]:
+    """Sims for the hle suite, questions whose plan runs code and never searches (no retrieval needed)."""
+    sims = [sim_server(name, args=["--latency-ms", "2"]) for name in ("sim/orchestrator", "sim/experts", "sim/judge")]
+    home = tmp_path / "ops"
+    topology = standard_fleet(home, *sims, {"retrieval": f"127.0.0.1:{free_port()}"})
+    coding = [q for q in questions(40, search=False) if "enhance_reasoning" in agent_rules.plan(q)][:3]
+    assert len(coding) == 3
+    data = write_jsonl(tmp_path / "coding.jsonl",
+                       [{"id": f"q{i}", "question": q, "answer": rules.answer_token(q)} for i, q in enumerate(coding)])
+    return ["--topology", str(topology), "--dataset", str(data), "--no-analyze"], {"OPS_HOME": str(home)}, data
+
+
+def test_without_isolation_ops_eval_stops_at_start_with_exit_2(tmp_path: Path,
+                                                                sim_server: Callable[..., SimServer]) -> None:
+    args, env, _ = _coding_fleet(tmp_path, sim_server)
+    run_dir = tmp_path / "run"
+    done = run_ops(["eval", "hle", *args, "--run-dir", str(run_dir)], env={**env, **NO_BWRAP})
+    assert done.returncode == 2, done.stderr
+    assert "model-written code cannot be sandboxed here: bubblewrap is not installed (apt-get install " \
+           "bubblewrap). Refusing to run it without isolation; fix bubblewrap, or pass --exec-unsafe" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (run_dir / "results.jsonl").exists() and not (run_dir / "run.json").exists()  # nothing ran
+
+
+def test_with_exec_unsafe_the_run_header_says_so_in_red_and_run_json_records_it(
+        tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
+    script = shutil.which("script")
+    if script is None:
+        pytest.skip("no `script` (util-linux) to give ops a pseudo-terminal")
+    args, env, data = _coding_fleet(tmp_path, sim_server)
+    run_dir = tmp_path / "run"
+    command = " ".join(shlex.quote(a) for a in [*OPS, "eval", "hle", *args, "--run-dir", str(run_dir),
+                                                  "--exec-unsafe"])
+    # under a pseudo-terminal (script), as a user sees it: click keeps the colour
+    done = subprocess.run([script, "-qec", command, "/dev/null"], env={**os.environ, **env, **NO_BWRAP},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    note = ("  code runs in the sandbox: NOT ISOLATED (--exec-unsafe): limits alone (bubblewrap is not installed "
+            "(apt-get install bubblewrap); the program runs as this user, sees this machine's files and can reach "
+            "the network)")
+    assert f"\x1b[31m\x1b[1m{note}" in done.stdout  # red (and bold)
+    logged = [line for line in (run_dir / "eval.log").read_text().splitlines() if "code runs in the sandbox" in line]
+    assert len(logged) == 1 and logged[0].startswith(note + ", no child processes")  # the log: without colour
+    assert json.loads((run_dir / "run.json").read_text())["exec_unsafe"] is True
+    records = read_jsonl(run_dir / "results.jsonl")
+    assert sorted(r["id"] for r in records) == ["q0", "q1", "q2"] and all(r["status"] == "ok" for r in records)
+    assert sum(r["correct"] for r in records) == expected(read_jsonl(data))["correct"]
