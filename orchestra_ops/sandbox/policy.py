@@ -1,18 +1,24 @@
 """What the sandbox allows (SandboxPolicy) and what this machine can enforce (Isolation).
 
-Isolation is detected once: bubblewrap (`bwrap`, Debian package `bubblewrap`) when it is installed
-and can actually create its namespaces here (a container may forbid that); else the limits alone.
-With bubblewrap the program gets no network (`--unshare-net`: only its own loopback), its own PID
-namespace (everything it started dies with it), a read-only view of the machine and a private
-/tmp. Either way it gets rlimits, a scrubbed environment, its own empty directory and, on x86_64
-and aarch64, a seccomp filter that refuses to create processes (threads are allowed): a fork bomb
-stops at its first fork, as root too (RLIMIT_NPROC does not bind root).
+Isolation is detected once per process by running bubblewrap (`bwrap`, Debian package
+`bubblewrap`) with the exact namespace flags and filesystem layout programs get and checking, from
+inside, uid 65534 and an empty CapEff. When that works, every program gets (namespace_args, as root
+too): a user namespace in which it is uid/gid 65534 with every capability dropped (and, with
+bubblewrap >= 0.8, no nested user namespace), its own PID namespace with a fresh /proc (everything
+it started dies with it), its own network namespace (only its own loopback: no socket to this
+machine, no namespace of ours to setns into), IPC, UTS and cgroup namespaces and a new session; it
+sees only what its interpreter needs, read-only (sandbox/layout.py), and a private /tmp.
+
+When it does not work (not installed, user namespaces forbidden here), nothing runs unless the
+policy says `unsafe` (`ops eval --exec-unsafe`); then the limits alone apply. Either way a program
+gets rlimits, a scrubbed environment, its own empty directory and, on x86_64 and aarch64, a seccomp
+filter that refuses to create processes (threads are allowed): a fork bomb stops at its first fork,
+as root too (RLIMIT_NPROC does not bind root).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import shutil
 import subprocess
@@ -22,8 +28,6 @@ from dataclasses import dataclass, field
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.sandbox.layout import interpreter_roots, system_binds
 from orchestra_ops.sandbox.seccomp import no_fork_filter
-
-log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 

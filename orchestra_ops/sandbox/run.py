@@ -1,10 +1,12 @@
 """Sandbox.run(code): one program, its own empty temp dir, a bounded number at once.
 
-Order of work: wait for a worker slot (`policy.workers`); start `python -I` through the launcher
+Order of work: refuse (SandboxUnavailable) when bubblewrap cannot isolate here and the policy is not
+`unsafe`; wait for a worker slot (`policy.workers`); start `python -I` through the launcher
 (sandbox/launcher.py) with an environment built from scratch (PATH, HOME, TMPDIR, LANG: no provider
-key, no variable of ours), in a new session (its own process group). Under bubblewrap the program's
-directory is `/tmp/work` in a tmpfs of its own (`disk_bytes`), the code goes in through stdin and
-nothing touches this machine's disk; without it, a fresh temp directory holds `main.py`. Read stdout
+key, no variable of ours), in a new session (its own process group). Under bubblewrap (the
+namespaces of policy.py, the read-only layout of layout.py) the program's directory is `/tmp/work`
+in a tmpfs of its own (`disk_bytes`), the code goes in through stdin and nothing touches this
+machine's disk; without it, a fresh temp directory holds `main.py`. Read stdout
 up to `output_bytes` (more kills it: output marked truncated) and the head of stderr; after
 `wall_time_s` kill the whole process group (with bubblewrap the PID namespace dies with it);
 always remove the directory. A cancelled caller (a task deadline) kills the program too.
