@@ -76,8 +76,8 @@ class Isolation:
         if self.bwrap:
             nested = "" if "--disable-userns" in self.flags else " (this bubblewrap cannot forbid nested ones)"
             parts = [f"bubblewrap: own user namespace{nested}, uid {SANDBOX_UID}, no capabilities, own PID "
-                     "namespace and /proc, no network, own IPC/UTS/cgroup namespaces, only the interpreter and "
-                     "system libraries visible (read-only), a private /tmp"]
+                     "namespace and /proc, no network, own IPC, UTS (and cgroup, where the kernel has them) "
+                     "namespaces, only the interpreter and system libraries visible (read-only), a private /tmp"]
         else:
             parts = [f"NOT ISOLATED ({UNSAFE_FLAG}): limits alone ({self.reason}; the program runs as this user, "
                      "sees this machine's files and can reach the network)"]
