@@ -31,10 +31,10 @@ from orchestra_ops.client.tokenizer import declared_tokenizer
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.results import TaskId
-from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, templates_of
+from orchestra_ops.runner.suite import Alert, BaseSuite, SuiteOption, TaskContext, templates_of
 from orchestra_ops.runner.templates import packaged
 from orchestra_ops.runner.toolbox import Toolbox
-from orchestra_ops.sandbox import SandboxPolicy
+from orchestra_ops.sandbox import SandboxPolicy, require_isolation
 
 COMMON_TEMPLATES = {
     "tools": "templates/agent_tools.json",
@@ -180,13 +180,16 @@ class AgentSuite(BaseSuite):
                                         backoff_s=float(options["retrieval_backoff"])),
             sandbox=SandboxPolicy(wall_time_s=float(options["exec_timeout"]),
                                   cpu_s=math.ceil(float(options["exec_timeout"])) + 1,
-                                  python=_interpreter(options.get("exec_python"))),
+                                  python=_interpreter(options.get("exec_python")),
+                                  unsafe=bool(options.get("exec_unsafe"))),
             trajectories=Path(str(options.get("run_dir") or ".")) / TRAJECTORY_DIR,
             answer_formats={a: answer_format_for(served[t], answer_format)
                             for a, t in aliases.items() if a in tools.allowed["answer"]})
         # an orchestrator and an expert call a round, then the judge: the default task deadline
         self.calls_per_task = 2 * self.config.max_rounds + self.config.judge_attempts
         self.include_images = bool(options.get("include_images"))
+        if tools.allowed.get("enhance_reasoning"):  # code will run: no isolation and no --exec-unsafe stops it now
+            require_isolation(self.config.sandbox)
         _remove_stale_temp_files(self.config.trajectories)
         return names
 
@@ -203,7 +206,8 @@ class AgentSuite(BaseSuite):
         tokenizer = toolbox.tokenizer(cfg.orchestrator)
         lines.append(f"context budgets counted by {cfg.orchestrator}'s tokenizer: {tokenizer.description}")
         lines.append(f"budgets: {json.dumps(cfg.protocol.budgets.to_json())}")
-        lines.append(f"code runs in the sandbox: {toolbox.sandbox.describe(cfg.sandbox)}")
+        sandbox = f"code runs in the sandbox: {toolbox.sandbox.describe(cfg.sandbox)}"
+        lines.append(sandbox if toolbox.sandbox.isolation.full else Alert(sandbox))
         lines.append(f"retrieval: {', '.join(cfg.protocol.retrieval_services)} (first declared that answers), "
                      f"topk {cfg.protocol.topk}, {cfg.retrieval.attempts} attempt(s); when none answers: "
                      + ("the task fails (retrieval_unavailable)" if cfg.on_retrieval_error == "fail"

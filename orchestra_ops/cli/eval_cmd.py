@@ -48,6 +48,10 @@ COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--exec-workers"], type=click.IntRange(min=1),
                  help="Programs the sandbox runs at once for suites that execute model-written code "
                       "(default: the number of cores)."),
+    click.Option(["--exec-unsafe"], is_flag=True,
+                 help="Where bubblewrap cannot isolate model-written code here (no user namespaces, not "
+                      "installed), run it anyway with the limits alone: as you, seeing your files and the "
+                      "network. Without this flag such a run stops at start with exit 2."),
 ]
 COMMON_NAMES = frozenset(option.name for option in COMMON_OPTIONS if option.name)
 
@@ -128,9 +132,10 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           attempts=values["attempts"], model=models[0] if models else None, models=models,
                           suite_options=suite_options, templates=parse_overrides(values["templates"]),
                           topology=values["topology"], model_config=values["model_config"],
-                          progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"])
+                          progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"],
+                          exec_unsafe=values["exec_unsafe"])
     run = prepare(options)
-    tee = open_tee(run.run_dir, click.echo)
+    tee = open_tee(run.run_dir, click.echo, alert_console=lambda text: click.secho(text, fg="red", bold=True))
     progress = Progress(total=len(run.todo))
     logger = logging.getLogger("orchestra_ops")
     handler = TeeHandler(tee)

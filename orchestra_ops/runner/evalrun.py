@@ -30,6 +30,7 @@ from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.rundir import read_run_info, write_run_info
+from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
 
@@ -64,7 +65,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     write_run_info(run.run_dir, {"suite": run.suite.name, "dataset": str(run.dataset), "source": run.routing.source,
                                  "topology": run.routing.name, "model": run.models[0] if run.models else None,
                                  "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
-                                 "suite_options": run.suite_options,
+                                 "suite_options": run.suite_options, "exec_unsafe": options.exec_unsafe,
                                  "templates": {n: t.to_json() for n, t in run.templates.items()},
                                  **run_manifest(run, read_run_info(run.run_dir))})
     profile = ProfileWriter(run.run_dir)
@@ -79,7 +80,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         tee.line(line)
     toolbox = Toolbox(fleet, exec_workers=options.exec_workers)
     for line in run.suite.routing_notes(toolbox):
-        tee.line(f"  {line}")
+        (tee.alert if isinstance(line, Alert) else tee.line)(f"  {line}")
     mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
     tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
              f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
@@ -185,8 +186,9 @@ def _signals(loop: asyncio.AbstractEventLoop, controller: Controller) -> Iterato
             loop.remove_signal_handler(sig)
 
 
-def open_tee(run_dir: Path, console: Callable[[str], None] | None) -> TeeLog:
-    return TeeLog(run_dir / LOG_FILE, console)
+def open_tee(run_dir: Path, console: Callable[[str], None] | None,
+             alert_console: Callable[[str], None] | None = None) -> TeeLog:
+    return TeeLog(run_dir / LOG_FILE, console, alert_console)
 
 
 def completion_line(record: Record, elapsed: float, fields: Sequence[str] = ()) -> str:

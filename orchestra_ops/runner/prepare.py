@@ -42,6 +42,7 @@ class EvalOptions:
     progress_interval_s: float = 5.0
     unavailable_wait_s: float = 60.0
     exec_workers: int | None = None  # sandboxed programs running at once (default: the cores)
+    exec_unsafe: bool = False  # run model-written code without bubblewrap where it cannot isolate (else exit 2)
 
 
 @dataclass
@@ -121,7 +122,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
     if not models and continuing and isinstance(info.get("models"), list):
         models = tuple(str(m) for m in info["models"])
     suite_view = {**suite_options, "model": models[0] if models else None, "models": list(models),
-                  "templates": templates, "run_dir": str(run_dir)}
+                  "templates": templates, "run_dir": str(run_dir), "exec_unsafe": options.exec_unsafe}
     names = suite.prepare(routing, suite_view)
     dataset = options.dataset or info.get("dataset") or suite.default_dataset
     if not dataset:

@@ -12,7 +12,8 @@ and implements `prepare` (check options against the routing, return every name i
 `run` (one unit of work). Optional hooks with defaults: `load` (dataset file -> samples), `units`
 (samples -> the units of work: e.g. one per sample x model), `limits` (caps on calls in flight per
 role, e.g. a judge's own concurrency), `score` (the final record of every unit -> scores.json) and
-`routing_notes` (lines shown under the routing table: tool aliases, tokenizer, sandbox).
+`routing_notes` (lines shown under the routing table: tool aliases, tokenizer, sandbox; an `Alert`
+among them is shown in red: e.g. code that runs without the sandbox's isolation).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.sandbox import ExecResult, SandboxPolicy
 
 OptionKind = Literal["int", "float", "str", "path", "flag", "choice"]
+
+
+class Alert(str):
+    """A routing note the user must not miss: the console shows it in red (eval.log as any line)."""
 
 
 @dataclass(frozen=True)

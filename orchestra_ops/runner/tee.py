@@ -19,16 +19,26 @@ class TeeLog:
     `[PROGRESS]`): always in the log file, on the console only while `events_to_console`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], console: Callable[[str], None] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], console: Callable[[str], None] | None = None,
+                 alert_console: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.console = console
+        self.alert_console = alert_console  # how the console shows a line the user must not miss (the CLI: red)
         self.events_to_console = True
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 
     def line(self, text: str) -> None:
         if self.console is not None:
             self.console(text)
+        if self._file is not None:
+            self._file.write(text + "\n")
+
+    def alert(self, text: str) -> None:
+        """A line the user must not miss: on the console through `alert_console` (else as any line)."""
+        show = self.alert_console or self.console
+        if show is not None:
+            show(text)
         if self._file is not None:
             self._file.write(text + "\n")
 

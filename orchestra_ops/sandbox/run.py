@@ -1,10 +1,12 @@
 """Sandbox.run(code): one program, its own empty temp dir, a bounded number at once.
 
-Order of work: wait for a worker slot (`policy.workers`); start `python -I` through the launcher
+Order of work: refuse (SandboxUnavailable) when bubblewrap cannot isolate here and the policy is not
+`unsafe`; wait for a worker slot (`policy.workers`); start `python -I` through the launcher
 (sandbox/launcher.py) with an environment built from scratch (PATH, HOME, TMPDIR, LANG: no provider
-key, no variable of ours), in a new session (its own process group). Under bubblewrap the program's
-directory is `/tmp/work` in a tmpfs of its own (`disk_bytes`), the code goes in through stdin and
-nothing touches this machine's disk; without it, a fresh temp directory holds `main.py`. Read stdout
+key, no variable of ours), in a new session (its own process group). Under bubblewrap (the
+namespaces of policy.py, the read-only layout of layout.py) the program's directory is `/tmp/work`
+in a tmpfs of its own (`disk_bytes`), the code goes in through stdin and nothing touches this
+machine's disk; without it, a fresh temp directory holds `main.py`. Read stdout
 up to `output_bytes` (more kills it: output marked truncated) and the head of stderr; after
 `wall_time_s` kill the whole process group (with bubblewrap the PID namespace dies with it);
 always remove the directory. A cancelled caller (a task deadline) kills the program too.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import shutil
@@ -25,10 +26,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from orchestra_ops.sandbox.launcher import LAUNCHER
-from orchestra_ops.sandbox.policy import Isolation, SandboxPolicy, detect_isolation, namespace_args
+from orchestra_ops.sandbox.layout import interpreter_binds, system_binds
+from orchestra_ops.sandbox.policy import Isolation, SandboxPolicy, detect_isolation, require_isolation
+
+try:
+    import psutil
+except ImportError:  # a bare system Python (the ordinary-user tests): under bubblewrap the PID namespace
+    psutil = None  # type: ignore[assignment]  # takes every descendant down with the program anyway
 
 log = logging.getLogger(__name__)
 
@@ -59,24 +64,6 @@ class ExecResult:
     def to_json(self) -> dict[str, object]:
         return {"status": self.status, "returncode": self.returncode, "timed_out": self.timed_out,
                 "truncated": self.truncated, "duration_s": round(self.duration_s, 4)}
-
-
-@functools.lru_cache(maxsize=16)  # asked for every program; the answer is a fact about the interpreter
-def interpreter_dirs_in_tmp(python: str) -> tuple[str, ...]:
-    """What of the interpreter lies under /tmp (a clone's venv, a Python unpacked there), outermost only.
-
-    Under bubblewrap /tmp is the program's own empty tmpfs, so these are bound back read-only: the
-    directory `python` is in, its virtual environment (the directory holding pyvenv.cfg) and the
-    installation its executable resolves to.
-    """
-    tmp = Path("/tmp")
-    exe = Path(os.path.abspath(python))
-    wanted = {exe.parent, exe.resolve().parent.parent}
-    if (exe.parent.parent / "pyvenv.cfg").is_file():
-        wanted.add(exe.parent.parent)
-    inside = sorted(d for d in wanted if d != tmp and d.is_relative_to(tmp))
-    outermost = [d for d in inside if not any(d != other and d.is_relative_to(other) for other in inside)]
-    return tuple(str(d) for d in outermost)
 
 
 class Sandbox:
@@ -116,17 +103,21 @@ class Sandbox:
             return program, env, str(workdir)
         assert self.isolation.bwrap is not None
         # the program's directory lives in its own size-bounded tmpfs: nothing of it is on this machine's disk
-        argv = [self.isolation.bwrap, *namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--size", str(policy.disk_bytes), "--tmpfs", "/tmp"]
-        for directory in interpreter_dirs_in_tmp(policy.python):  # the private /tmp must not hide the interpreter
-            argv += ["--ro-bind", directory, directory]
-        argv += ["--dir", INSIDE_DIR, "--chdir", INSIDE_DIR, "--clearenv"]
+        # only the system's libraries and the interpreter, read-only (sandbox/layout.py); the private /tmp
+        # comes before the interpreter's binds so that an interpreter under /tmp is bound back over it
+        argv = [self.isolation.bwrap, *self.isolation.flags, *system_binds(), "--dev", "/dev", "--proc", "/proc",
+                "--size", str(policy.disk_bytes), "--tmpfs", "/tmp", *interpreter_binds(policy.python),
+                "--dir", INSIDE_DIR, "--chdir", INSIDE_DIR, "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
         return [*argv, "--", *program], env, "/"
 
     async def run(self, code: str, policy: SandboxPolicy | None = None) -> ExecResult:
-        """Run `code` under `policy`'s limits (default: the sandbox's; `workers` is always the sandbox's)."""
+        """Run `code` under `policy`'s limits (default: the sandbox's; `workers` is always the sandbox's).
+
+        Without bubblewrap's isolation the program runs only when `policy.unsafe` (else SandboxUnavailable).
+        """
+        require_isolation(policy or self.policy, self.isolation)
         async with self._slots:
             self.running += 1
             self.most_running = max(self.most_running, self.running)
@@ -223,10 +214,11 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
     """SIGKILL the program's process group and any descendant that left it (setsid)."""
     if proc.returncode is not None:
         return
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
+    if psutil is not None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestra_ops.sandbox import ExecResult, Isolation, Sandbox, SandboxPolicy, detect_isolation
-from orchestra_ops.sandbox.run import interpreter_dirs_in_tmp
+from orchestra_ops.errors import ConfigError
+from orchestra_ops.sandbox import ExecResult, Isolation, Sandbox, SandboxPolicy, SandboxUnavailable, detect_isolation
+from orchestra_ops.sandbox.layout import interpreter_roots
 from tests.helpers import REPO
 
 ISOLATION = detect_isolation()
@@ -106,7 +107,8 @@ def test_writing_outside_its_directory_fails(tmp_path: Path) -> None:
         shutil.rmtree(outside, ignore_errors=True)
 
 
-def test_the_interpreter_dirs_under_tmp_are_its_venv_and_installation() -> None:
+def test_the_interpreter_roots_are_its_venv_and_installation_and_nothing_above(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         venv = Path(tmp) / "clone" / ".venv"
         (venv / "bin").mkdir(parents=True)
@@ -115,9 +117,19 @@ def test_the_interpreter_dirs_under_tmp_are_its_venv_and_installation() -> None:
         unpacked = Path(tmp) / "python" / "bin"
         unpacked.mkdir(parents=True)
         (unpacked / "python3").touch()
-        assert interpreter_dirs_in_tmp(str(venv / "bin" / "python")) == (str(venv),)
-        assert interpreter_dirs_in_tmp(str(unpacked / "python3")) == (str(unpacked.parent),)
-    assert interpreter_dirs_in_tmp("/usr/bin/python3") == ()
+        assert interpreter_roots(str(venv / "bin" / "python")) == (str(venv),)  # not the clone
+        assert interpreter_roots(str(unpacked / "python3")) == (str(unpacked.parent),)
+        home = Path(tmp) / "home"
+        (home / "bin").mkdir(parents=True)
+        (home / "bin" / "python3").touch()
+        monkeypatch.setenv("HOME", str(home))
+        with pytest.raises(ConfigError, match=f"would need {home} bound into the sandbox"):
+            interpreter_roots(str(home / "bin" / "python3"))
+    assert interpreter_roots("/usr/bin/python3") == ()
+    ours = REPO / ".venv"
+    if (ours / "pyvenv.cfg").is_file():  # this checkout's venv: the venv and its base prefix, never the repo
+        assert interpreter_roots(str(ours / "bin" / "python")) == tuple(sorted(
+            {str(ours), str(Path(sys.base_prefix).resolve())} - {"/usr"}))
 
 
 @needs_bwrap
@@ -218,17 +230,21 @@ def test_at_most_workers_run_at_once_and_a_cancelled_caller_kills_its_program() 
 
 
 @needs_seccomp
-def test_without_bubblewrap_the_limits_and_the_filter_still_hold() -> None:
+def test_without_bubblewrap_nothing_runs_unless_unsafe_and_then_the_limits_and_the_filter_hold() -> None:
     alone = Isolation(None, ISOLATION.seccomp, "bubblewrap left out by the test")
-    assert alone.describe().startswith("limits alone (bubblewrap left out by the test; the program can reach")
+    assert alone.describe().startswith("NOT ISOLATED (--exec-unsafe): limits alone (bubblewrap left out by the "
+                                       "test; the program runs as this user, sees this machine's files")
+    refused = Sandbox(SandboxPolicy(wall_time_s=5, workers=1), isolation=alone)
+    with pytest.raises(SandboxUnavailable, match="cannot be sandboxed here: bubblewrap left out by the test"):
+        asyncio.run(refused.run("open('/tmp/ran', 'w')\n"))
 
     async def main() -> list[ExecResult]:
-        sandbox = Sandbox(SandboxPolicy(wall_time_s=5, workers=2), isolation=alone)
+        sandbox = Sandbox(SandboxPolicy(wall_time_s=5, workers=2, unsafe=True), isolation=alone)
         return list(await asyncio.gather(
             sandbox.run("import os\nmade = 0\nfor _ in range(20):\n    try:\n        pid = os.fork()\n"
                         "    except OSError:\n        continue\n    if pid == 0:\n        os._exit(0)\n"
                         "    made += 1\nprint(made, sorted(os.environ))\n"),
-            sandbox.run("while True:\n    pass\n", SandboxPolicy(wall_time_s=1, cpu_s=5))))
+            sandbox.run("while True:\n    pass\n", SandboxPolicy(wall_time_s=1, cpu_s=5, unsafe=True))))
 
     forks, loop = asyncio.run(main())
     made, names = forks.stdout.split(" ", 1)
