@@ -2,7 +2,8 @@
 tests/integration/test_sim_conformance.py).
 
 * Errors: ``{"error": {"message", "type", "param", "code"}}``; ``type`` is the exception's name
-  (BadRequestError, NotFoundError, ...; "Bad Request" for a body that fails validation).
+  (BadRequestError, NotFoundError, ...; "Bad Request" for a body that fails validation); file paths
+  in the message are ``<path>`` (``sanitize_message``).
 * A chat completion has every key vLLM sends, ``null`` where the sim has nothing to say:
   ``message`` = role, content, refusal, annotations, audio, function_call, tool_calls (only when
   there are calls), reasoning (vLLM's name; never ``reasoning_content``).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -33,10 +35,25 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+_SYSTEM_PATH = re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+")
+_FILE_PATH = re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+")
+
+
+def sanitize_message(message: str) -> str:
+    """vLLM's `sanitize_message` of every error it sends: memory addresses out, and a path under /home,
+    /usr, /opt, /var, /tmp, /root, /lib, /mnt or /srv, or any path to a file with an extension, becomes
+    `<path>` (so "No adapter found for /tmp/x" reads "No adapter found for <path>")."""
+    message = _ADDRESS.sub(">", message)
+    message = _SYSTEM_PATH.sub("<path>", message)
+    message = _FILE_PATH.sub("<path>", message)
+    return message.strip()
+
+
 def error_response(status: int, message: str, *, param: str | None = None, error_type: str | None = None,
                    headers: dict[str, str] | None = None) -> web.Response:
-    """vLLM's error body: `{"error": {"message", "type", "param", "code"}}`."""
-    body = {"error": {"message": message, "type": error_type or ERROR_TYPES.get(status, "APIError"),
+    """vLLM's error body: `{"error": {"message", "type", "param", "code"}}`, the message sanitized."""
+    body = {"error": {"message": sanitize_message(message), "type": error_type or ERROR_TYPES.get(status, "APIError"),
                       "param": param, "code": status}}
     return web.Response(status=status, text=dumps(body), content_type=JSON, headers=headers)
 
