@@ -39,7 +39,7 @@ from orchestra_ops.services.simllm import lora, rules, wire
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import Fate, FaultPlan
 from orchestra_ops.services.simllm.metrics import SimMetrics
-from orchestra_ops.services.simllm.prefix_cache import PrefixCache
+from orchestra_ops.services.simllm.prefix_cache import BLOCK_TOKENS, PrefixCache
 from orchestra_ops.services.simllm.tokenize_routes import add_routes as add_tokenize_routes
 
 from orchestra_ops.errors import LaunchError
@@ -207,7 +207,9 @@ class SimEngine:
         if max_tokens is not None:
             budget = min(budget, max_tokens)
         reply = rules.fit(reply, max(1, budget))
-        cached, created = self.prefix_cache.admit(rules.prompt_key(body), n_prompt)
+        cached = created = 0
+        if n_prompt >= BLOCK_TOKENS:  # shorter prompts fill no block: skip building their key
+            cached, created = self.prefix_cache.admit(rules.prompt_key(body), n_prompt)
         self.metrics.prefix_queries += n_prompt
         self.metrics.prefix_hits += cached
         details = wire.prompt_details(cached, created) if self.config.enable_prompt_tokens_details else None
