@@ -27,6 +27,12 @@ import httpx
 import pytest
 
 from orchestra_ops import health
+from orchestra_ops.client.chat import ChatResult, ModelClient
+from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.pool import ReplicaPool
+from orchestra_ops.client.replica import Replica as PoolReplica
+from orchestra_ops.client.retry import RetryPolicy
+from orchestra_ops.client.transport import AiohttpTransport
 from orchestra_ops.lora import calls
 from orchestra_ops.state import ProcessRecord
 from tests.realvllm import MAX_MODEL_LEN, SERVED_NAME, TINY_ADAPTER, VllmServer
@@ -271,6 +277,43 @@ def test_streamed_tool_call_names_then_fragments(both: list[Replica]) -> None:
         assert json.loads(arguments)["city"] in ("paris", "rome")
         assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
     same({k: sorted(chunks[1]["choices"][0]["delta"]) for k, (chunks, _) in streams.items()})
+
+
+def client_calls(replica: Replica) -> tuple[ChatResult, ChatResult, CallError]:
+    """ops' own chat client (orchestra_ops/client) against one replica: a plain answer, a forced tool
+    call, and a prompt over max_model_len (no max_model_len given, so the server decides)."""
+
+    async def main() -> tuple[ChatResult, ChatResult, CallError]:
+        transport = AiohttpTransport()
+        pool = ReplicaPool("tiny", [PoolReplica.for_server("127.0.0.1", replica.port, 8)], transport)
+        client = ModelClient(name="tiny", served_name=SERVED_NAME, pool=pool, request_timeout_s=120,
+                             retry=RetryPolicy(attempts=3, backoff_base_s=0.01, backoff_max_s=0.02))
+        try:
+            plain = await client.chat(HELLO, max_tokens=4, temperature=0, ignore_eos=True)
+            tool = await client.chat(HELLO, tools=[WEATHER], tool_choice="required", parallel_tool_calls=False,
+                                     max_tokens=60, temperature=0)
+            try:
+                await client.chat([{"role": "user", "content": "hello world " * 1500}], max_tokens=4)
+            except CallError as exc:
+                return plain, tool, exc
+            raise AssertionError("a prompt over max_model_len was answered")
+        finally:
+            await pool.close()
+            await transport.close()
+
+    return asyncio.run(main())
+
+
+def test_ops_chat_client_reads_both_alike(both: list[Replica]) -> None:
+    results = each(both, client_calls)
+    for label, (plain, tool, refused) in results.items():
+        assert isinstance(plain.content, str) and plain.finish_reason == "length", label
+        assert (plain.completion_tokens, plain.attempts) == (4, 1), label
+        assert plain.prompt_tokens == next(r for r in both if r.label == label).tokenize_count(HELLO)
+        assert tool.content == "" and tool.finish_reason == "tool_calls", label
+        assert [c["function"]["name"] for c in tool.message["tool_calls"]] == ["get_weather"]
+        assert (refused.kind, refused.attempts) == ("context_length", 1), label  # a 400 is not retried
+        assert "maximum context length is 2048 tokens" in refused.message, label
 
 
 # ---- tokenize ---------------------------------------------------------------------------------------
