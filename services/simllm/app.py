@@ -251,7 +251,9 @@ class SimEngine:
                       answer: _Answer) -> web.StreamResponse:
         """vLLM's SSE stream: a first delta {role, content ""}, the content deltas (the last carries
         finish_reason), tool-call deltas then an empty delta with finish_reason, the usage chunk
-        (`stream_options.include_usage` or --enable-force-include-usage), `[DONE]`."""
+        (`stream_options.include_usage` or --enable-force-include-usage), `[DONE]`. The last chunk
+        before `[DONE]` carries system_fingerprint; without --enable-force-include-usage the other
+        chunks have no `usage` key (both checked against vLLM 0.32)."""
         config = self.config
         factor = fate.latency_factor
         reply = answer.reply
@@ -282,6 +284,10 @@ class SimEngine:
                    {"prompt_token_ids": None, "prompt_text": None})
         calls = self._tool_calls(fate, reply)
         pieces = _pieces(reply.content or "")
+        options = body.get("stream_options")
+        usage_chunk = force_usage or (isinstance(options, dict) and bool(options.get("include_usage")))
+        # the stream's last chunk names the system: the usage chunk, else the finishing chunk (as vLLM)
+        closing = None if usage_chunk else {"system_fingerprint": wire.SYSTEM_FINGERPRINT}
         for number, piece in enumerate(pieces, 1):
             last = number == len(pieces) and not calls
             choice: dict[str, Any] = {"delta": {"content": piece}, "logprobs": None,
@@ -289,7 +295,7 @@ class SimEngine:
             if last:
                 choice["stop_reason"] = None
             choice["token_ids"] = None
-            await send(choice, rules.estimate_tokens(piece))
+            await send(choice, rules.estimate_tokens(piece), closing if last else None)
         for i, call in enumerate(calls):
             function = call["function"]
             for number, piece in enumerate(_pieces(function["arguments"]) or [""]):
@@ -300,9 +306,8 @@ class SimEngine:
                             "token_ids": None}, rules.estimate_tokens(piece))
         if calls or not pieces:
             await send({"delta": {}, "logprobs": None, "finish_reason": reply.finish_reason, "stop_reason": None,
-                        "token_ids": None}, 0)
-        options = body.get("stream_options")
-        if force_usage or (isinstance(options, dict) and options.get("include_usage")):
+                        "token_ids": None}, 0, closing)
+        if usage_chunk:
             final: dict[str, Any] = {"prompt_tokens": answer.n_prompt,
                                      "total_tokens": answer.n_prompt + answer.n_completion,
                                      "completion_tokens": answer.n_completion}

@@ -67,6 +67,12 @@ def test_stream_with_usage(client: openai.OpenAI) -> None:
     plain = list(client.chat.completions.create(model=MODEL, stream=True,
                                                 messages=[{"role": "user", "content": question}]))
     assert all(c.usage is None for c in plain)
+    # vLLM 0.32: the finish rides on the last content chunk, which (with no usage chunk after it)
+    # carries system_fingerprint; with a usage chunk, that one carries it instead
+    assert plain[-1].choices[0].finish_reason == "stop" and plain[-1].choices[0].delta.content
+    assert plain[-1].system_fingerprint and chunks[-1].system_fingerprint
+    assert [c.system_fingerprint for c in plain[:-1]] == [None] * (len(plain) - 1)
+    assert [c.system_fingerprint for c in chunks[:-1]] == [None] * (len(chunks) - 1)
 
 
 def test_tools_give_tool_calls_then_answer(client: openai.OpenAI) -> None:
