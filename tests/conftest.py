@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import kill_tree
+from tests.realvllm import VllmServer, vllm_missing
 from tests.simserver import SimServer
 from tests.terminal import Terminal
 
@@ -37,6 +38,20 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """One real vLLM replica of the tiny model (tests/realvllm.py) for the whole module that asks for
+    it, LoRA and runtime updates on; skipped where `.venv-vllm` or `.tiny-model` is missing. Tests
+    must leave it as they found it (unload what they load). Starting one costs ~45 s of 2 cores."""
+    reason = vllm_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    server = VllmServer(log_dir=tmp_path_factory.mktemp("realvllm"))
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -53,9 +53,9 @@ def common_options(max_tokens: int) -> tuple[SuiteOption, ...]:
                     default=max_tokens, minimum=1),
         SuiteOption("temperature", "--temperature", "float", "Sampling temperature (0: greedy, OpenCompass's "
                     "reproducible setting).", default=0.0, minimum=0),
-        SuiteOption("reasoning", "--reasoning", "choice", "A reply's reasoning_content: kept before the answer "
-                    f"as 'reasoning{THINK_TAG}answer' (OpenCompass's default) or dropped.", default="keep",
-                    choices=("keep", "drop")),
+        SuiteOption("reasoning", "--reasoning", "choice", "A reply's reasoning (vLLM's message.reasoning): kept "
+                    f"before the answer as 'reasoning{THINK_TAG}answer' (OpenCompass's default) or dropped.",
+                    default="keep", choices=("keep", "drop")),
         SuiteOption("sample", "--sample", "int", "Score a seeded random N samples (per subject for mmlu).",
                     minimum=1),
         SuiteOption("seed", "--seed", "int", "Seed of --sample.", default=0),
@@ -161,7 +161,9 @@ class OpenCompassSuite(BaseSuite):
 
     def prediction(self, result: ChatResult) -> str:
         content = result.content or ""
-        reasoning = result.message.get("reasoning_content")
+        # vLLM (0.32 at least) sends `message.reasoning` and no `reasoning_content`; older servers and
+        # some providers still say `reasoning_content`.
+        reasoning = result.message.get("reasoning") or result.message.get("reasoning_content")
         if reasoning and self.settings.get("reasoning", "keep") == "keep":
             return f"{reasoning}{THINK_TAG}{content}"
         return content

@@ -42,10 +42,15 @@ _NONNEG = click.FloatRange(min=0.0)
               help="A static adapter (repeat per adapter); runtime loads need VLLM_ALLOW_RUNTIME_LORA_UPDATING=1.")
 @click.option("--max-lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--max-loras", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--enable-prompt-tokens-details", is_flag=True,
+              help="usage.prompt_tokens_details with the prefix-cache hits (as vLLM's flag).")
+@click.option("--enable-force-include-usage", is_flag=True,
+              help="usage on every streamed chunk and a usage chunk at the end (as vLLM's flag).")
 def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float, prefill_ms_per_token: float,
         decode_ms_per_token: float, jitter: float, startup_delay_s: float, fail_spec: str | None,
         malformed_rate: float, hang_rate: float, crash_after: int | None, retry_after_s: float,
-        seed: int, enable_lora: bool, lora_modules: tuple[str, ...], max_lora_rank: int, max_loras: int) -> None:
+        seed: int, enable_lora: bool, lora_modules: tuple[str, ...], max_lora_rank: int, max_loras: int,
+        enable_prompt_tokens_details: bool, enable_force_include_usage: bool) -> None:
     """Serve a simulated OpenAI-compatible model (health, models, chat completions, metrics, LoRA)."""
     from orchestra_ops.services.simllm.config import SimConfig, parse_fail_spec
     from orchestra_ops.services.simllm.lora import runtime_updates_allowed
@@ -60,7 +65,9 @@ def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float,
                        malformed_rate=malformed_rate, hang_rate=hang_rate, crash_after=crash_after,
                        seed=seed, retry_after_s=retry_after_s, enable_lora=enable_lora,
                        lora_modules=lora_modules, max_lora_rank=max_lora_rank, max_loras=max_loras,
-                       runtime_lora=runtime_updates_allowed())
+                       runtime_lora=runtime_updates_allowed(),
+                       enable_prompt_tokens_details=enable_prompt_tokens_details,
+                       enable_force_include_usage=enable_force_include_usage)
     logging.getLogger("orchestra_ops.services.simllm").setLevel(logging.INFO)
     from orchestra_ops.services.simllm.app import serve
 

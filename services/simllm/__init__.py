@@ -13,7 +13,10 @@ Modules, each small:
     metrics.py  SimMetrics: vLLM's gauges and counters plus sim_max_requests_in_flight, as Prometheus text
     benchmark_rules.py  gsm8k- and mmlu-shaped prompts: each persona's reply (pure; tests import it)
     lora.py     LoRA adapters as vLLM serves them: --lora-modules, the runtime load/unload routes
-    app.py      the aiohttp.web server (health, models, chat completions JSON/SSE, metrics) and serve()
+    prefix_cache.py  PrefixCache: vLLM's prefix-cache accounting (whole 128-token blocks, in tokens)
+    wire.py     the shapes of vLLM 0.32's answers: chat completions, model cards, usage, error bodies
+    app.py      the aiohttp.web server (health, version, models, chat completions JSON/SSE, metrics) and serve()
 
-Only app.py and lora.py import aiohttp; the CLI imports them inside `ops serve sim`.
+Only app.py, lora.py, wire.py and tokenize_routes.py import aiohttp; the CLI imports them inside
+`ops serve sim`. tests/integration/test_sim_conformance.py holds the wire to a real vLLM replica.
 """

@@ -1,16 +1,19 @@
-"""The HTTP server of the simulated engine (aiohttp.web, minimal work per request).
+"""The HTTP server of the simulated engine (aiohttp.web, minimal work per request), vLLM 0.32 on the
+wire (wire.py; tests/integration/test_sim_conformance.py holds it to a real vLLM).
 
-Endpoints: `GET /health` (200, empty), `GET /v1/models` (the served name with `max_model_len`),
-`POST /v1/chat/completions` (JSON or SSE with `stream: true`; the usage chunk comes when
-`stream_options.include_usage` is true, as in vLLM), `GET /metrics` (Prometheus text),
-`POST /tokenize` and `POST /detokenize` (tokens.py).
+Endpoints: `GET /health` (200, empty), `GET /version`, `GET /v1/models` (the served name with
+`max_model_len`, then the LoRA adapters), `POST /v1/chat/completions` (JSON or SSE with
+`stream: true`; the usage chunk comes when `stream_options.include_usage` is true or with
+--enable-force-include-usage, as in vLLM), `GET /metrics` (Prometheus text, metrics.py),
+`POST /tokenize` and `POST /detokenize` (tokenize_routes.py).
 
 Order of work for a chat request: it draws its Fate (faults.py); a body that is not a JSON object
-is a 400; a `model` other than the served name or an adapter (lora.py) is a 404 (as vLLM; no `model`
-means the served one);
-a prompt over max_model_len (or prompt + max_tokens over it) is vLLM's 400 "This model's maximum
-context length is …"; then an injected error status (429 with Retry-After), a hang (never
-answered; cancelled when the client goes), or the answer (rules.py) after
+with a `messages` list is a 400; a `model` other than the served name or an adapter (lora.py) is
+vLLM's 404 (no `model` means the served one); max_tokens over max_model_len is a 400, and so is a
+prompt over max_model_len ("This model's maximum context length is …", in vLLM's two forms); a
+prompt that fits is never refused for its max_tokens: the answer is cut to what is left (as vLLM
+0.32 clamps), finish_reason "length". Then an injected error status (429 with Retry-After), a hang
+(never answered; cancelled when the client goes), or the answer (rules.py) after
 `(latency_ms + prefill_ms_per_token * prompt_tokens + decode_ms_per_token * completion_tokens)
 * latency_factor` ms. Streaming spends the fixed and
 prefill part before the first chunk and the decode part between content chunks.
@@ -27,36 +30,47 @@ import logging
 import os
 import signal
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
 from aiohttp import web
-from orchestra_ops.services.simllm import lora, rules
+from orchestra_ops.services.simllm import lora, rules, wire
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import Fate, FaultPlan
 from orchestra_ops.services.simllm.metrics import SimMetrics
+from orchestra_ops.services.simllm.prefix_cache import BLOCK_TOKENS, PrefixCache
 from orchestra_ops.services.simllm.tokenize_routes import add_routes as add_tokenize_routes
 
 from orchestra_ops.errors import LaunchError
 
 log = logging.getLogger(__name__)
 
-_JSON = "application/json"
 _STREAM_PIECES = 8
-_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 408: "RequestTimeoutError",
-                429: "TooManyRequestsError", 500: "InternalServerError", 502: "BadGatewayError",
-                503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    """vLLM's error body: `{"error": {"message", "type", "param", "code"}}`."""
-    body = {"error": {"message": message, "type": _ERROR_TYPES.get(status, "APIError"), "param": None,
-                      "code": status}}
-    return web.Response(status=status, text=_dumps(body), content_type=_JSON, headers=headers)
+    """vLLM's error body: `{"error": {"message", "type", "param", "code"}}` (wire.py)."""
+    return wire.error_response(status, message, headers=headers)
+
+
+def _pieces(text: str) -> list[str]:
+    """A text in at most _STREAM_PIECES consecutive pieces (the sim's streamed deltas)."""
+    if not text:
+        return []
+    step = max(1, -(-len(text) // _STREAM_PIECES))
+    return [text[start:start + step] for start in range(0, len(text), step)]
+
+
+@dataclass
+class _Answer:
+    """What one chat request gets back, whichever way it is sent."""
+
+    persona: str
+    reply: rules.Reply
+    n_prompt: int
+    n_completion: int
+    details: dict[str, Any] | None  # prompt_tokens_details (None without the flag)
 
 
 class SimEngine:
@@ -65,11 +79,10 @@ class SimEngine:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.faults = FaultPlan(config)
-        self.metrics = SimMetrics(config.model, config.max_model_len)
+        self.metrics = SimMetrics(config.model, config.max_model_len, lora=config.enable_lora,
+                                  max_loras=config.max_loras)
+        self.prefix_cache = PrefixCache()
         self._created = int(time.time())
-        self._base_card = {"id": config.model, "object": "model", "created": self._created, "owned_by": "vllm",
-                           "root": config.model, "parent": None, "max_model_len": config.max_model_len,
-                           "permission": []}
         self.adapters = lora.AdapterTable(config)
         retry = config.retry_after_s
         self._retry_after = str(int(retry)) if retry == int(retry) else f"{retry:g}"
@@ -77,19 +90,25 @@ class SimEngine:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_post("/v1/chat/completions", self.chat)
         lora.add_routes(app, self.adapters)
-        add_tokenize_routes(app, self.config)  # /tokenize, /detokenize (tokenize_routes.py)
+        add_tokenize_routes(app, self.config, self.adapters)  # /tokenize, /detokenize (tokenize_routes.py)
         return app
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response()
 
+    async def version(self, request: web.Request) -> web.Response:
+        return web.Response(text=wire.dumps({"version": wire.VLLM_VERSION}), content_type=wire.JSON)
+
     async def models(self, request: web.Request) -> web.Response:
-        body = {"object": "list", "data": [self._base_card, *self.adapters.cards()]}
-        return web.Response(text=_dumps(body), content_type=_JSON)
+        base = wire.model_card(self.config.model, self.config.model, None, self.config.max_model_len,
+                               int(time.time()))
+        body = {"object": "list", "data": [base, *self.adapters.cards()]}
+        return web.Response(text=wire.dumps(body), content_type=wire.JSON)
 
     async def metrics_text(self, request: web.Request) -> web.Response:
         return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
@@ -113,6 +132,16 @@ class SimEngine:
         finally:
             metrics.finished()
 
+    def _limits_error(self, body: dict[str, Any], n_chars: int, n_prompt: int) -> web.Response | None:
+        """vLLM's 400 for max_tokens over max_model_len or a prompt over it, else None."""
+        limit = self.config.max_model_len
+        max_tokens = _max_tokens(body)
+        if max_tokens is not None and max_tokens > limit:
+            return wire.error_response(
+                400, f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please request "
+                f"fewer output tokens. (parameter=max_tokens, value={max_tokens})", param="max_tokens")
+        return self._context_error(n_chars, n_prompt)
+
     async def _answer(self, request: web.Request, fate: Fate) -> web.StreamResponse:
         config = self.config
         metrics = self.metrics
@@ -120,20 +149,22 @@ class SimEngine:
             body = json.loads(await request.read())
         except ValueError as exc:
             metrics.failed[400] += 1
-            return error_response(400, f"request body is not valid JSON: {exc}")
+            return wire.error_response(400, f"request body is not valid JSON: {exc}", param="body",
+                                       error_type=wire.VALIDATION_ERROR)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             metrics.failed[400] += 1
-            return error_response(400, "request body must be a JSON object with a 'messages' list")
+            return wire.error_response(400, "1 validation error: 'messages' must be a list of messages",
+                                       param="body.messages", error_type=wire.VALIDATION_ERROR)
         persona = self.adapters.resolve(body.get("model"))
         if persona is None:
             metrics.failed[404] += 1
-            return error_response(404, f"The model `{body.get('model')}` does not exist.")
+            return wire.unknown_model(body.get("model"), self.config.model)
         body["model"] = persona  # the rules answer as the model asked for (an adapter answers as itself)
-        n_prompt = rules.prompt_tokens(body)
-        too_long = self._context_error(n_prompt, body.get("max_tokens") or body.get("max_completion_tokens"))
-        if too_long:
+        n_chars, n_prompt = rules.prompt_size(body)
+        refused = self._limits_error(body, n_chars, n_prompt)
+        if refused is not None:
             metrics.failed[400] += 1
-            return error_response(400, too_long)
+            return refused
         if fate.status is not None:
             metrics.failed[fate.status] += 1
             headers = {"Retry-After": self._retry_after} if fate.status == 429 else None
@@ -141,46 +172,68 @@ class SimEngine:
         if fate.hang and fate.index != config.crash_after:
             metrics.hung += 1
             await asyncio.Future()
+        answer = self._compose(body, persona, fate, n_prompt)
+        metrics.tokens_in_flight += n_prompt + answer.n_completion
+        try:
+            if body.get("stream"):
+                return await self._stream(request, body, fate, answer)
+            delay_ms = (config.latency_ms + config.prefill_ms_per_token * n_prompt
+                        + config.decode_ms_per_token * answer.n_completion) * fate.latency_factor
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000.0)
+            reply = answer.reply
+            payload = wire.completion(self._request_id(fate), persona,
+                                      wire.message(reply.content or "", self._tool_calls(fate, reply)),
+                                      reply.finish_reason,
+                                      wire.usage(n_prompt, answer.n_completion, answer.details))
+            self._count_success(answer)
+            return web.Response(text=wire.dumps(payload), content_type=wire.JSON)
+        finally:
+            metrics.tokens_in_flight -= n_prompt + answer.n_completion
+
+    def _compose(self, body: dict[str, Any], persona: str, fate: Fate, n_prompt: int) -> _Answer:
+        """The rules' reply, as this replica serves it: adapter, malformed judge, named tool choice,
+        cut to max_tokens or the context; plus the prefix-cache hits of its prompt."""
         reply = rules.respond(body)
         if self.adapters.is_adapter(persona):
             reply = lora.adapter_reply(reply, persona)
         if reply.judge and fate.malformed:
-            metrics.malformed += 1
+            self.metrics.malformed += 1
             reply = rules.malformed(reply)
-        n_completion = rules.completion_tokens(reply)
-        metrics.tokens_in_flight += n_prompt + n_completion
-        try:
-            if body.get("stream"):
-                return await self._stream(request, body, fate, reply, n_prompt, n_completion)
-            delay_ms = (config.latency_ms + config.prefill_ms_per_token * n_prompt
-                        + config.decode_ms_per_token * n_completion) * fate.latency_factor
-            if delay_ms > 0:
-                await asyncio.sleep(delay_ms / 1000.0)
-            message: dict[str, Any] = {"role": "assistant", "content": reply.content,
-                                       "tool_calls": self._tool_calls(fate, reply)}
-            payload = {
-                "id": f"chatcmpl-sim{config.seed}-{fate.index}", "object": "chat.completion",
-                "created": int(time.time()), "model": persona,
-                "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": reply.finish_reason, "stop_reason": None}],
-                "usage": {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_completion,
-                          "completion_tokens": n_completion, "prompt_tokens_details": None},
-                "prompt_logprobs": None,
-            }
-            self._count_success(reply, n_prompt, n_completion)
-            return web.Response(text=_dumps(payload), content_type=_JSON)
-        finally:
-            metrics.tokens_in_flight -= n_prompt + n_completion
+        if reply.tool_calls and isinstance(body.get("tool_choice"), dict):
+            reply = replace(reply, finish="stop")  # vLLM: a named tool_choice ends with "stop"
+        budget = self.config.max_model_len - n_prompt
+        max_tokens = _max_tokens(body)
+        if max_tokens is not None:
+            budget = min(budget, max_tokens)
+        reply = rules.fit(reply, max(1, budget))
+        cached = created = 0
+        if n_prompt >= BLOCK_TOKENS:  # shorter prompts fill no block: skip building their key
+            cached, created = self.prefix_cache.admit(rules.prompt_key(body), n_prompt)
+        self.metrics.prefix_queries += n_prompt
+        self.metrics.prefix_hits += cached
+        details = wire.prompt_details(cached, created) if self.config.enable_prompt_tokens_details else None
+        return _Answer(persona, reply, n_prompt, rules.completion_tokens(reply), details)
 
-    def _context_error(self, n_prompt: int, max_tokens: Any) -> str | None:
+    def _request_id(self, fate: Fate) -> str:
+        return f"chatcmpl-sim{self.config.seed}-{fate.index}"
+
+    def _context_error(self, n_chars: int, n_prompt: int) -> web.Response | None:
+        """vLLM 0.32's 400 for a prompt over max_model_len, in its two forms: a prompt of more than 16
+        characters per allowed token is refused on its characters, any other on its tokens. A prompt
+        that fits is never refused for its max_tokens: the answer is cut instead (`_compose`)."""
         limit = self.config.max_model_len
+        head = f"This model's maximum context length is {limit} tokens. However, your prompt contains "
+        if n_chars > 16 * limit:
+            return wire.error_response(
+                400, f"{head}{n_chars} characters (more than {16 * limit} characters, which is the upper bound "
+                f"for {limit} input tokens). Please reduce the length of the input prompt. "
+                f"(parameter=input_text, value={n_chars})", param="input_text")
         if n_prompt > limit:
-            return (f"This model's maximum context length is {limit} tokens. However, you requested "
-                    f"{n_prompt} tokens in the messages, Please reduce the length of the messages.")
-        if isinstance(max_tokens, int) and n_prompt + max_tokens > limit:
-            return (f"This model's maximum context length is {limit} tokens. However, you requested "
-                    f"{n_prompt + max_tokens} tokens ({n_prompt} in the messages, {max_tokens} in the "
-                    "completion). Please reduce the length of the messages or completion.")
+            return wire.error_response(
+                400, f"{head}at least {limit + 1} input tokens, which exceeds this limit even without any "
+                f"output tokens. Please reduce the length of the input prompt. (parameter=input_tokens, "
+                f"value={limit + 1})", param="input_tokens")
         return None
 
     def _tool_calls(self, fate: Fate, reply: rules.Reply) -> list[dict[str, Any]]:
@@ -188,55 +241,94 @@ class SimEngine:
                  "function": {"name": call["name"], "arguments": call["arguments"]}}
                 for i, call in enumerate(reply.tool_calls)]
 
-    def _count_success(self, reply: rules.Reply, n_prompt: int, n_completion: int) -> None:
-        self.metrics.success[reply.finish_reason] += 1
-        self.metrics.prompt_tokens += n_prompt
-        self.metrics.generation_tokens += n_completion
+    def _count_success(self, answer: _Answer) -> None:
+        finish = answer.reply.finish_reason  # the engine's reason: a tool call is a "stop" to it
+        self.metrics.success["stop" if finish == "tool_calls" else finish] += 1
+        self.metrics.prompt_tokens += answer.n_prompt
+        self.metrics.generation_tokens += answer.n_completion
 
-    async def _stream(self, request: web.Request, body: dict[str, Any], fate: Fate, reply: rules.Reply,
-                      n_prompt: int, n_completion: int) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, body: dict[str, Any], fate: Fate,
+                      answer: _Answer) -> web.StreamResponse:
+        """vLLM's SSE stream: a first delta {role, content ""}, the content deltas (the last carries
+        finish_reason), tool-call deltas then an empty delta with finish_reason, the usage chunk
+        (`stream_options.include_usage` or --enable-force-include-usage), `[DONE]`. The last chunk
+        before `[DONE]` carries system_fingerprint; without --enable-force-include-usage the other
+        chunks have no `usage` key (both checked against vLLM 0.32)."""
         config = self.config
         factor = fate.latency_factor
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+        reply = answer.reply
+        force_usage = config.enable_force_include_usage
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
-        head = {"id": f"chatcmpl-sim{config.seed}-{fate.index}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": body["model"]}
+        head = {"id": self._request_id(fate), "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": answer.persona}
+        sent = 0  # completion tokens streamed so far (force-include-usage reports them on every chunk)
 
-        async def send(delta: dict[str, Any], finish: str | None = None) -> None:
-            chunk = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                          "finish_reason": finish}]}
-            await response.write(b"data: " + _dumps(chunk).encode() + b"\n\n")
+        async def send(choice: dict[str, Any], tokens: int, extra: dict[str, Any] | None = None) -> None:
+            nonlocal sent
+            decode_ms = config.decode_ms_per_token * tokens * factor
+            if decode_ms > 0:
+                await asyncio.sleep(decode_ms / 1000.0)
+            sent = min(answer.n_completion, sent + tokens)
+            chunk: dict[str, Any] = {**head, "choices": [{"index": 0, **choice}]}
+            if force_usage:
+                chunk["usage"] = {"prompt_tokens": answer.n_prompt, "total_tokens": answer.n_prompt + sent,
+                                  "completion_tokens": sent, "completion_tokens_details": None}
+            await response.write(wire.sse({**chunk, **(extra or {})}))
 
-        first_ms = (config.latency_ms + config.prefill_ms_per_token * n_prompt) * factor
+        first_ms = (config.latency_ms + config.prefill_ms_per_token * answer.n_prompt) * factor
         if first_ms > 0:
             await asyncio.sleep(first_ms / 1000.0)
-        await send({"role": "assistant", "content": ""})
-        text = reply.content or ""
-        if text:
-            step = max(1, -(-len(text) // _STREAM_PIECES))
-            for start in range(0, len(text), step):
-                piece = text[start:start + step]
-                decode_ms = config.decode_ms_per_token * rules.estimate_tokens(piece) * factor
-                if decode_ms > 0:
-                    await asyncio.sleep(decode_ms / 1000.0)
-                await send({"content": piece})
-        for i, call in enumerate(self._tool_calls(fate, reply)):
-            decode_ms = config.decode_ms_per_token * rules.estimate_tokens(call["function"]["arguments"])
-            if decode_ms > 0:
-                await asyncio.sleep(decode_ms * factor / 1000.0)
-            await send({"tool_calls": [{"index": i, **call}]})
-        await send({}, reply.finish_reason)
+        await send({"delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}, 0,
+                   {"prompt_token_ids": None, "prompt_text": None})
+        calls = self._tool_calls(fate, reply)
+        pieces = _pieces(reply.content or "")
         options = body.get("stream_options")
-        if isinstance(options, dict) and options.get("include_usage"):
-            usage = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_completion,
-                     "completion_tokens": n_completion}
-            await response.write(b"data: " + _dumps({**head, "choices": [], "usage": usage}).encode()
-                                 + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
+        usage_chunk = force_usage or (isinstance(options, dict) and bool(options.get("include_usage")))
+        # the stream's last chunk names the system: the usage chunk, else the finishing chunk (as vLLM)
+        closing = None if usage_chunk else {"system_fingerprint": wire.SYSTEM_FINGERPRINT}
+        for number, piece in enumerate(pieces, 1):
+            last = number == len(pieces) and not calls
+            choice: dict[str, Any] = {"delta": {"content": piece}, "logprobs": None,
+                                      "finish_reason": reply.finish_reason if last else None}
+            if last:
+                choice["stop_reason"] = None
+            choice["token_ids"] = None
+            await send(choice, rules.estimate_tokens(piece), closing if last else None)
+        for i, call in enumerate(calls):
+            function = call["function"]
+            for number, piece in enumerate(_pieces(function["arguments"]) or [""]):
+                delta = ({"id": call["id"], "type": "function", "index": i,
+                          "function": {"name": function["name"], "arguments": piece}} if number == 0
+                         else {"index": i, "function": {"name": None, "arguments": piece}})
+                await send({"delta": {"tool_calls": [delta]}, "logprobs": None, "finish_reason": None,
+                            "token_ids": None}, rules.estimate_tokens(piece))
+        if calls or not pieces:
+            await send({"delta": {}, "logprobs": None, "finish_reason": reply.finish_reason, "stop_reason": None,
+                        "token_ids": None}, 0, closing)
+        if usage_chunk:
+            final: dict[str, Any] = {"prompt_tokens": answer.n_prompt,
+                                     "total_tokens": answer.n_prompt + answer.n_completion,
+                                     "completion_tokens": answer.n_completion}
+            if answer.details is not None:
+                final["prompt_tokens_details"] = wire.prompt_details(
+                    answer.details["cached_tokens"], answer.details["created_cache_tokens"], stream=True)
+            await response.write(wire.sse({**head, "choices": [], "usage": final,
+                                           "system_fingerprint": wire.SYSTEM_FINGERPRINT}))
+        await response.write(wire.DONE)
         await response.write_eof()
-        self._count_success(reply, n_prompt, n_completion)
+        self._count_success(answer)
         return response
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    """The request's output limit (vLLM: max_completion_tokens, else max_tokens), None when unset."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 async def _serve(config: SimConfig) -> None:

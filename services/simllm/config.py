@@ -60,6 +60,9 @@ class SimConfig:
     max_lora_rank: int = 16
     max_loras: int = 1
     runtime_lora: bool = False
+    # vLLM's usage flags (app.py): prompt_tokens_details with prefix-cache hits, usage on every chunk
+    enable_prompt_tokens_details: bool = False
+    enable_force_include_usage: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []

@@ -12,8 +12,10 @@ Rules (tests import these to know what the sim does):
 
   ``POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace"?}``
     200 text ``Success: LoRA adapter 'N' added successfully.``
-    400 ``Both 'lora_name' and 'lora_path' must be provided.`` (InvalidUserInput)
-    400 ``The lora adapter 'N' has already been loaded.`` (unless load_inplace)
+    400 a validation error (type "Bad Request", param ``body.lora_name``/``body.lora_path``) when a
+    field is missing
+    400 ``The lora adapter 'N' has already been loaded. If you want to load the adapter in place, set
+    'load_inplace' to True.`` (unless load_inplace)
     400 ``The lora adapter name 'N' is the name of a base model.``
     404 ``Loading lora N failed: No adapter found for PATH`` (NotFoundError)
     500 anything else about the directory, e.g. ``LoRA rank 16 is greater than max_lora_rank 8.``
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import rules, wire
 from orchestra_ops.services.simllm.config import SimConfig
 
 from orchestra_ops.errors import ConfigError
@@ -109,7 +111,8 @@ class AdapterTable:
         if name == self.base:
             return 400, f"The lora adapter name '{name}' is the name of a base model."
         if name in self.adapters and not inplace:
-            return 400, f"The lora adapter '{name}' has already been loaded."
+            return 400, (f"The lora adapter '{name}' has already been loaded. If you want to load the adapter "
+                         "in place, set 'load_inplace' to True.")
         info = inspect_adapter(Path(path).expanduser(), self.max_lora_rank)
         if any(p.kind == "missing" for p in info.problems):
             return 404, f"Loading lora {name} failed: No adapter found for {path}"
@@ -130,8 +133,7 @@ class AdapterTable:
 
     def cards(self) -> list[dict[str, Any]]:
         created = int(time.time())
-        return [{"id": a.name, "object": "model", "created": created, "owned_by": "vllm", "root": a.path,
-                 "parent": a.parent, "max_model_len": None, "permission": []} for a in self.adapters.values()]
+        return [wire.model_card(a.name, a.path, a.parent, None, created) for a in self.adapters.values()]
 
 
 def adapter_reply(reply: rules.Reply, adapter: str) -> rules.Reply:
@@ -146,11 +148,19 @@ _ERROR_TYPES = {400: "InvalidUserInput", 404: "NotFoundError", 500: "InternalSer
 
 
 def _answer(status: int, message: str) -> web.Response:
+    """200: vLLM's plain-text success line; else its JSON error body."""
     if status == 200:
         return web.Response(text=message, content_type="text/plain")
-    body = {"error": {"message": message, "type": _ERROR_TYPES.get(status, "APIError"), "param": None,
-                      "code": status}}
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
+    return wire.error_response(status, message, error_type=_ERROR_TYPES.get(status, "APIError"))
+
+
+def _missing(body: dict[str, Any], fields: tuple[str, ...]) -> web.Response | None:
+    """vLLM's validation 400 for a required field the body lacks."""
+    for name in fields:
+        if not body.get(name):
+            return wire.error_response(400, f"1 validation error: '{name}' is required", param=f"body.{name}",
+                                       error_type=wire.VALIDATION_ERROR)
+    return None
 
 
 async def _body(request: web.Request) -> dict[str, Any] | None:
@@ -170,6 +180,9 @@ def add_routes(app: web.Application, table: AdapterTable) -> None:
         body = await _body(request)
         if body is None:
             return _answer(400, "request body must be a JSON object")
+        missing = _missing(body, ("lora_name", "lora_path"))
+        if missing is not None:
+            return missing
         if not table.enabled:
             return _answer(400, "LoRA is not enabled. Please start the server with --enable-lora.")
         return _answer(*table.load(body.get("lora_name"), body.get("lora_path"),
@@ -179,6 +192,9 @@ def add_routes(app: web.Application, table: AdapterTable) -> None:
         body = await _body(request)
         if body is None:
             return _answer(400, "request body must be a JSON object")
+        missing = _missing(body, ("lora_name",))
+        if missing is not None:
+            return missing
         return _answer(*table.unload(body.get("lora_name")))
 
     app.router.add_post("/v1/load_lora_adapter", load)

@@ -45,6 +45,10 @@ jitter only).
 *Usage*: ``estimate_tokens(text) = ceil(len(text) / 4)``; prompt tokens are the estimate over
 every message's text and tool-call arguments, plus 4 per message, plus the ``tools`` JSON.
 Completion tokens are the estimate over the answer text and tool-call arguments (at least 1).
+
+*Limits* (as vLLM 0.32): an answer longer than ``max_completion_tokens``/``max_tokens``, or than
+what ``max_model_len`` leaves after the prompt, is cut there with finish_reason ``length``
+(``fit``). A named ``tool_choice`` ends with finish_reason ``stop``, not ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -75,9 +79,12 @@ class Reply:
     content: str | None
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     judge: bool = False
+    finish: str | None = None  # set when the answer was cut ("length") or forced by name ("stop")
 
     @property
     def finish_reason(self) -> str:
+        if self.finish is not None:
+            return self.finish
         return "tool_calls" if self.tool_calls else "stop"
 
 
@@ -138,8 +145,9 @@ def last_user_text(messages: list[Any]) -> str:
     return ""
 
 
-def prompt_tokens(body: dict[str, Any]) -> int:
-    """Estimated prompt tokens of a chat request (see the module docstring)."""
+def prompt_size(body: dict[str, Any]) -> tuple[int, int]:
+    """(characters, estimated tokens) of a chat request's prompt (see the module docstring): the
+    characters of every message's text and tool calls, and of the `tools` JSON."""
     messages = body.get("messages") or []
     chars = 0
     for message in messages:
@@ -152,8 +160,20 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     total = (chars + 3) // 4 + 4 * len(messages)
     tools = body.get("tools")
     if tools:
-        total += estimate_tokens(json.dumps(tools, separators=(",", ":")))
-    return total
+        tools_chars = len(json.dumps(tools, separators=(",", ":")))
+        chars += tools_chars
+        total += (tools_chars + 3) // 4
+    return chars, total
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """Estimated prompt tokens of a chat request (see the module docstring)."""
+    return prompt_size(body)[1]
+
+
+def prompt_key(body: dict[str, Any]) -> str:
+    """The text the prefix cache (prefix_cache.py) sees of a prompt: its tools, then its messages, as JSON."""
+    return json.dumps([body.get("tools"), body.get("messages")], separators=(",", ":"), sort_keys=True)
 
 
 def completion_tokens(reply: Reply) -> int:
@@ -161,6 +181,24 @@ def completion_tokens(reply: Reply) -> int:
     for call in reply.tool_calls:
         chars += len(call["arguments"]) + len(call["name"])
     return max(1, (chars + 3) // 4)
+
+
+def hermes_text(reply: Reply) -> str:
+    """The text a Hermes-style model writes for a reply: its content, then each call as
+    `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` (what vLLM's hermes parser reads back)."""
+    parts = [reply.content or ""]
+    parts += [f'<tool_call>\n{{"name": "{call["name"]}", "arguments": {call["arguments"]}}}\n</tool_call>'
+              for call in reply.tool_calls]
+    return "".join(parts)
+
+
+def fit(reply: Reply, budget: int) -> Reply:
+    """The reply as vLLM ends it with room for `budget` completion tokens (max_tokens, or what is left of
+    max_model_len after the prompt): unchanged if it fits, else its text (tool calls written out,
+    which then no longer parse as calls) cut to `budget` tokens, with finish_reason "length"."""
+    if completion_tokens(reply) <= budget:
+        return reply
+    return Reply(reply.role, hermes_text(reply)[: max(0, budget) * 4], [], reply.judge, finish="length")
 
 
 def classify(body: dict[str, Any]) -> str:

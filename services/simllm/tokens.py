@@ -6,11 +6,8 @@ packs its characters' code points, 21 bits each, under a marker bit that gives i
 ``id = (1 << 21 * k) | sum(ord(c_i) << 21 * i)`` for a token of k characters. Decoding any run
 of ids gives back exactly the characters they came from.
 
-    POST /tokenize   {"model", "prompt": text | "messages": [...], "add_special_tokens"}
-                     -> {"count", "max_model_len", "tokens": [id, ...]}
-    POST /detokenize {"model", "tokens": [id, ...]} -> {"prompt": text}
-
-With ``messages``, the text is the messages' texts joined by newlines (there is no chat template).
+The id ``TEMPLATE_TOKEN`` (1: a token of no characters) stands for a chat template's own tokens
+(role markers), ``TEMPLATE_TOKENS_PER_MESSAGE`` per message; tokenize_routes.py serves them.
 """
 
 from __future__ import annotations
@@ -18,6 +15,8 @@ from __future__ import annotations
 CHARS = 4
 BITS = 21
 MASK = (1 << BITS) - 1
+TEMPLATE_TOKEN = 1
+TEMPLATE_TOKENS_PER_MESSAGE = 4
 
 
 def encode(text: str) -> list[int]:

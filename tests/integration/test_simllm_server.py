@@ -67,6 +67,12 @@ def test_stream_with_usage(client: openai.OpenAI) -> None:
     plain = list(client.chat.completions.create(model=MODEL, stream=True,
                                                 messages=[{"role": "user", "content": question}]))
     assert all(c.usage is None for c in plain)
+    # vLLM 0.32: the finish rides on the last content chunk, which (with no usage chunk after it)
+    # carries system_fingerprint; with a usage chunk, that one carries it instead
+    assert plain[-1].choices[0].finish_reason == "stop" and plain[-1].choices[0].delta.content
+    assert plain[-1].system_fingerprint and chunks[-1].system_fingerprint
+    assert [c.system_fingerprint for c in plain[:-1]] == [None] * (len(plain) - 1)
+    assert [c.system_fingerprint for c in chunks[:-1]] == [None] * (len(chunks) - 1)
 
 
 def test_tools_give_tool_calls_then_answer(client: openai.OpenAI) -> None:
@@ -95,8 +101,11 @@ def test_streamed_tool_call(client: openai.OpenAI) -> None:
     chunks = list(client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "q"}], tools=[ANSWER_TOOL], stream=True))
     calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
-    assert len(calls) == 1 and calls[0].function is not None and calls[0].function.name == "answer"
-    assert json.loads(calls[0].function.arguments or "") == {"answer": rules.answer_token("q")}
+    # as vLLM: the first delta names the call (id, type, name), the next ones carry argument fragments
+    assert calls[0].id and calls[0].function is not None and calls[0].function.name == "answer"
+    assert all(c.index == 0 and c.id is None and c.function and c.function.name is None for c in calls[1:])
+    arguments = "".join(c.function.arguments or "" for c in calls if c.function)
+    assert json.loads(arguments) == {"answer": rules.answer_token("q")}
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
 
 
@@ -110,14 +119,18 @@ def test_hle_judge_json(client: openai.OpenAI) -> None:
     assert verdict["correct"] == ("yes" if rules.answer_is_right(question) else "no")
 
 
-def test_over_max_model_len_is_vllms_400(client: openai.OpenAI) -> None:
+def test_over_max_model_len_is_vllms_400_and_max_tokens_is_clamped(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x" * 5000}])
     assert "maximum context length" in info.value.message
     assert info.value.status_code == 400
-    with pytest.raises(openai.BadRequestError, match="maximum context length"):
-        client.chat.completions.create(model=MODEL, max_tokens=999,
-                                       messages=[{"role": "user", "content": "short"}])
+    # vLLM 0.32 does not refuse prompt + max_tokens over max_model_len: it cuts the answer at the limit
+    clamped = client.chat.completions.create(model=MODEL, max_tokens=999,
+                                             messages=[{"role": "user", "content": "x" * 3900}])
+    assert clamped.usage is not None and clamped.usage.prompt_tokens == 3900 // 4 + 4
+    assert (clamped.choices[0].finish_reason, clamped.usage.total_tokens) == ("length", 1000)
+    with pytest.raises(openai.BadRequestError, match="max_tokens=1001 cannot be greater than max_model_len=1000"):
+        client.chat.completions.create(model=MODEL, max_tokens=1001, messages=[{"role": "user", "content": "hi"}])
 
 
 def test_unknown_model_and_bad_body(sim: SimServer, client: openai.OpenAI) -> None:

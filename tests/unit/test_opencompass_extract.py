@@ -10,6 +10,9 @@ from orchestra_ops.evals.opencompass.extract import (
     mmlu_extract,
     mmlu_extract_five_shot,
 )
+from orchestra_ops.evals.opencompass.gsm8k import Gsm8kSuite
+
+from orchestra_ops.client.chat import ChatResult
 
 
 @pytest.mark.parametrize(("text", "extracted"), [
@@ -57,3 +60,18 @@ def test_mmlu_zero_shot(text: str, extracted: str) -> None:
 ])
 def test_mmlu_five_shot(text: str, extracted: str) -> None:
     assert mmlu_extract_five_shot(text) == extracted
+
+
+@pytest.mark.parametrize(("message", "setting", "prediction"), [
+    ({"content": "42", "reasoning": "think"}, "keep", "think</think>42"),  # vLLM 0.32's key
+    ({"content": "42", "reasoning_content": "think"}, "keep", "think</think>42"),  # older servers' key
+    ({"content": "42", "reasoning": None}, "keep", "42"),  # what vLLM sends without a reasoning parser
+    ({"content": "42", "reasoning": "think"}, "drop", "42"),
+])
+def test_prediction_keeps_vllms_message_reasoning(message: dict[str, object], setting: str,
+                                                  prediction: str) -> None:
+    suite = Gsm8kSuite()
+    suite.settings = {"reasoning": setting}
+    result = ChatResult(content=str(message["content"]), message=message, finish_reason="stop", prompt_tokens=1,
+                        completion_tokens=1, replica="r", attempts=1, latency_s=0.0)
+    assert suite.prediction(result) == prediction
