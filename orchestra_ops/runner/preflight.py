@@ -33,8 +33,13 @@ async def probe_replica(transport: Transport, host: str, port: int, timeout_s: f
     try:
         resp = await transport.get(replica, replica.models_url, timeout=timeout_s)
     except TransportError as exc:
-        detail = f"no answer within {timeout_s:g} s" if exc.kind == "timeout" else exc.message
-        return Probe(replica.address, False, detail.removeprefix(f"{replica.address}: "))
+        if exc.kind == "timeout":
+            detail = f"no answer within {timeout_s:g} s"
+        elif "Connect call failed" in exc.message or "Connection refused" in exc.message:
+            detail = "connection refused (nothing listens there)"
+        else:
+            detail = exc.message.removeprefix(f"{replica.address}: ")
+        return Probe(replica.address, False, detail)
     return Probe(replica.address, resp.status == 200, f"answered {resp.status}")
 
 
@@ -70,7 +75,8 @@ def check_live(routing: Routing, names: Sequence[str], timeout_s: float = PROBE_
     down = [name for name, row in probes.items() if not any(p.ok for p in row)]
     if not down:
         return
-    lines = [f"preflight: {len(down)} of the models this run calls has no live replica (nothing was run):"]
+    have = "has" if len(down) == 1 else "have"
+    lines = [f"preflight: {len(down)} model(s) this run calls {have} no live replica (nothing was run):"]
     for name in down:
         target = targets[name]
         roles = ", ".join(wanted[name])
