@@ -4,6 +4,8 @@ finish and are kept, a line in eval.log, --resume finishes the run; a second Ctr
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.chaos.chaos_fixtures import answers, chat_eval, module_sim, start_ops, wait_for
-from tests.helpers import kill_tree, run_ops
+from tests.helpers import REPO, kill_tree, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results, total
 from tests.simserver import SimServer
 
@@ -107,3 +109,35 @@ def test_a_second_ctrl_c_aborts_without_asyncio_noise(tmp_path: Path) -> None:
     assert not any(word in err for word in NOISE), err
     assert err.startswith("error: interrupted after 0 task(s)"), err
     assert not (run_dir / "results.jsonl").exists() or results(run_dir) == []
+
+
+CANCEL_A_PROGRAM = """
+import asyncio, contextlib, gc
+from orchestra_ops.sandbox import Sandbox, SandboxPolicy
+
+async def main():
+    sandbox = Sandbox(SandboxPolicy(wall_time_s=60, workers=2))
+    runs = [asyncio.create_task(sandbox.run("import time\\nprint('started', flush=True)\\ntime.sleep(60)"))
+            for _ in range(2)]
+    while sandbox.running < 2:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # both programs are running, their output being read
+    for run in runs:
+        run.cancel()  # what a second Ctrl-C does to a task in the sandbox
+    for run in runs:
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+    print("cancelled", all(run.cancelled() for run in runs))
+
+asyncio.run(main())
+gc.collect()
+"""
+
+
+def test_aborting_a_task_in_the_sandbox_leaves_no_asyncio_noise() -> None:
+    """The agent suites' tasks run model code: aborting them mid-program must not log unread exceptions."""
+    proc = subprocess.run([sys.executable, "-c", CANCEL_A_PROGRAM], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "cancelled True\n"
+    assert not any(word in proc.stderr for word in NOISE), proc.stderr
