@@ -5,6 +5,11 @@ Lines are `{"id": …, "status": "ok"|"error", …}`. The final state of an id i
 flushed + fsynced in small batches (`batch_size` lines or `max_delay_s`, whichever first), so a
 crash loses at most the last batch, which resume then reruns. A crash mid-write leaves a torn last
 line: reading ignores it, and opening for append cuts it off, so the next line starts clean.
+
+Reading parses every line whole (a line cut mid-record can still end in `}`): a line that is not a
+JSON object with an `id` and a `status` is not done, and is counted (`skipped_lines`). A batch that
+does not fit on the disk is cut back out (the file keeps whole lines only) and raises DiskFull; its
+ids are not done, so resume runs them again. Lines are redacted (orchestra_ops/redact.py).
 """
 
 from __future__ import annotations
