@@ -96,3 +96,16 @@ def main(verbose: int) -> None:
     if os.environ.get("OPS_DEBUG"):
         level = logging.DEBUG
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
+
+
+class RedactingFilter(logging.Filter):
+    """Log lines on stderr (asyncio's, aiohttp's, -vv debug) are redacted like everything else ops prints."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True

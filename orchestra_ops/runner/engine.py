@@ -2,6 +2,7 @@
 
 Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
 Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
+A full disk (`Controller.fail`): no new task, those in flight cancelled, nothing more recorded.
 Every finished task, ok or error, becomes exactly one record passed to `on_done`; a task that
 raises `UnitFailed` (a failure with work worth keeping: its rounds, its tool calls, the grades that
 came back) is an error record that keeps the fields the exception carries.
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestra_ops.client.errors import CallError
-from orchestra_ops.errors import OpsError
+from orchestra_ops.errors import DiskFull, OpsError
+from orchestra_ops.fsutil import is_disk_full
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.progress import Progress
 from orchestra_ops.runner.suite import UnitFailed
@@ -99,6 +101,12 @@ async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, 
             record = _error(sample, "task_timeout", f"the task did not finish within {task_timeout_s:g} s")
         except asyncio.CancelledError:
             raise
+        except OSError as exc:
+            if is_disk_full(exc):  # the unit's own files (a trajectory) did not fit: missing, not failed
+                control.fail(exc if isinstance(exc, DiskFull) else DiskFull(exc.filename or "the run dir", exc))
+                return
+            log.debug("task %r raised", sample.get("id"), exc_info=True)
+            record = _error(sample, "exception", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a bug in a suite must cost one task, not a 50,000-task run
             log.debug("task %r raised", sample.get("id"), exc_info=True)
             record = _error(sample, "exception", f"{type(exc).__name__}: {exc}")
