@@ -1,4 +1,4 @@
-"""TeeLog: every line shown on the console also goes, line-buffered, to `eval.log` in the run dir."""
+"""TeeLog: every line shown on the console also goes, one write per line, to `eval.log` in the run dir."""
 
 from __future__ import annotations
 
