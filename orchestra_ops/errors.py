@@ -10,11 +10,13 @@ and prints its message (no traceback)::
     ├── LaunchError               exit 3   a process would not start, a port is taken
     │   └── ReadinessError        exit 3   a process died or timed out before serving
     ├── EvalError                 exit 4   an eval could not run or finish
+    │   └── DiskFull              exit 4   ENOSPC/EDQUOT writing the run dir: stopped, resumable
     └── Interrupted               exit 130 Ctrl-C, after a clean shutdown
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 
@@ -58,6 +60,16 @@ class EvalError(OpsError):
     """An eval could not run or finish."""
 
     exit_code = 4
+
+
+class DiskFull(EvalError):
+    """No space (or quota) left for a file of the run dir; the run stopped cleanly and can resume."""
+
+    def __init__(self, path: str | os.PathLike[str], error: OSError) -> None:
+        self.path = str(path)
+        self.reason = os.strerror(error.errno) if error.errno else str(error)
+        super().__init__(f"{self.path}: {self.reason.lower()}; the run stopped (no new tasks; tasks whose "
+                         "result could not be written stay missing, not failed): free space, then --resume")
 
 
 class Interrupted(OpsError):

@@ -3,20 +3,52 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.errors import OpsError
+from orchestra_ops.errors import DiskFull, OpsError
+from orchestra_ops.redact import redact
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC or EDQUOT: the file system (or the user's quota) has no room left."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def append_all(fd: int, data: bytes, path: str | os.PathLike[str], *, sync: bool = False) -> None:
+    """Append all of `data` to `fd` (opened O_APPEND by its one writer), or none of it.
+
+    On a full disk (ENOSPC, EDQUOT) what part of `data` was written is cut off again and DiskFull
+    names `path`: the file keeps only whole lines. Other OSErrors propagate as they are.
+    """
+    start = os.fstat(fd).st_size
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise DiskFull(path, exc) from None
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write `text` to `path` so a reader sees the old file or the new one, never half of one.
 
     A temp file in the same directory is written, flushed, fsynced and renamed over `path`.
+    Secrets are redacted first (orchestra_ops/redact.py): nothing ops stores holds a provider key.
     """
+    text = redact(text)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.redact import redact
+
 TRAJECTORY_DIR = "trajectories"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
 
@@ -44,7 +46,7 @@ def write_trajectory(directory: Path, task_id: Any, data: dict[str, Any]) -> str
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, ensure_ascii=False, default=str))  # dumps: the C encoder, one write
+            handle.write(redact(json.dumps(data, ensure_ascii=False, default=str)))  # the C encoder, one write
         os.replace(tmp, directory / name)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -15,10 +15,11 @@ full test set, and still the micro accuracy under --sample).
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.dataset import Sample
+from orchestra_ops.runner.dataset import Sample, decode_utf8
 
 PREFIX = "lukaemon_mmlu_"
 LETTERS = ("A", "B", "C", "D")
@@ -61,9 +62,8 @@ def _root(path: Path) -> Path:
 
 def _rows(source: Path) -> list[tuple[int, list[str]]]:
     try:
-        with open(source, encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        rows = list(csv.reader(io.StringIO(decode_utf8(source, source.read_bytes()), newline="")))
+    except (OSError, csv.Error) as exc:
         raise ConfigError(f"{source}: cannot read: {exc}") from None
     out = []
     for number, row in enumerate(rows, start=1):

@@ -7,6 +7,7 @@ renders, and lets OpsError subclasses reach `OpsGroup.invoke`, which maps them t
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -16,6 +17,7 @@ import click
 
 from orchestra_ops import __version__
 from orchestra_ops.errors import Interrupted, OpsError, TopologyError
+from orchestra_ops.redact import redact
 
 # command name -> "module:attribute" (modules under orchestra_ops.cli)
 COMMANDS: dict[str, str] = {
@@ -56,7 +58,8 @@ class OpsGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OpsError as exc:
-            report_error(exc)
+            with contextlib.suppress(OSError):  # stderr may be gone (a closed terminal): the exit code still tells
+                report_error(exc)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
@@ -69,7 +72,7 @@ def report_error(exc: OpsError) -> None:
         for problem in exc.problems:
             click.echo(problem, err=True)
         return
-    lines = str(exc).splitlines() or [type(exc).__name__]
+    lines = redact(str(exc)).splitlines() or [type(exc).__name__]
     click.echo(f"error: {lines[0]}", err=True)
     for line in lines[1:]:
         click.echo(f"  {line}" if not line.startswith(" ") else line, err=True)
@@ -94,3 +97,16 @@ def main(verbose: int) -> None:
     if os.environ.get("OPS_DEBUG"):
         level = logging.DEBUG
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
+
+
+class RedactingFilter(logging.Filter):
+    """Log lines on stderr (asyncio's, aiohttp's, -vv debug) are redacted like everything else ops prints."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True

@@ -118,10 +118,7 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
 
 
 def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
-    from orchestra_ops.cli.live_progress import live_progress
-    from orchestra_ops.runner.evalrun import open_tee, run_eval  # keeps `ops --help` light
-    from orchestra_ops.runner.prepare import EvalOptions, prepare
-    from orchestra_ops.runner.progress import Progress
+    from orchestra_ops.runner.prepare import EvalOptions, prepare  # keeps `ops --help` light
     from orchestra_ops.runner.templates import parse_overrides
 
     models = tuple(values["models"])
@@ -134,7 +131,19 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           topology=values["topology"], model_config=values["model_config"],
                           progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"],
                           exec_unsafe=values["exec_unsafe"])
-    run = prepare(options)
+    run = prepare(options)  # takes the run dir's lock: one writer per run dir
+    try:
+        _run_locked(run, suite, values)
+    finally:
+        if run.lock is not None:
+            run.lock.release()
+
+
+def _run_locked(run: Any, suite: str, values: dict[str, Any]) -> None:
+    from orchestra_ops.cli.live_progress import live_progress
+    from orchestra_ops.runner.evalrun import open_tee, run_eval
+    from orchestra_ops.runner.progress import Progress
+
     tee = open_tee(run.run_dir, click.echo, alert_console=lambda text: click.secho(text, fg="red", bold=True))
     progress = Progress(total=len(run.todo))
     logger = logging.getLogger("orchestra_ops")

@@ -17,10 +17,10 @@ def read_jsonl(path: str | Path, what: str = "dataset") -> list[tuple[int, Any]]
     """(line number, value) of every non-blank line of a JSONL file; errors name the file and line."""
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        text = decode_utf8(source, source.read_bytes())
     except FileNotFoundError:
         raise ConfigError(f"{source}: no such {what} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc}") from None
     rows: list[tuple[int, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -31,6 +31,18 @@ def read_jsonl(path: str | Path, what: str = "dataset") -> list[tuple[int, Any]]
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{source}:{number}: not valid JSON: {exc.msg}") from None
     return rows
+
+
+def decode_utf8(source: Path, data: bytes) -> str:
+    """The file's text; bytes that are not UTF-8 are a ConfigError naming the line (and column), not an offset."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        number = data.count(b"\n", 0, exc.start) + 1
+        column = len(data[line_start:exc.start].decode("utf-8", errors="replace")) + 1
+        raise ConfigError(f"{source}:{number}: not UTF-8 (byte 0x{data[exc.start]:02x} at column {column}); "
+                          "save the file as UTF-8") from None
 
 
 def load_dataset(path: str | Path, *, dedupe: bool = False) -> list[Sample]:

@@ -2,6 +2,7 @@
 
 Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
 Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
+A full disk (`Controller.fail`): no new task, those in flight cancelled, nothing more recorded.
 Every finished task, ok or error, becomes exactly one record passed to `on_done`; a task that
 raises `UnitFailed` (a failure with work worth keeping: its rounds, its tool calls, the grades that
 came back) is an error record that keeps the fields the exception carries.
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestra_ops.client.errors import CallError
+from orchestra_ops.errors import DiskFull, OpsError
+from orchestra_ops.fsutil import is_disk_full
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.progress import Progress
 from orchestra_ops.runner.suite import UnitFailed
@@ -35,20 +38,46 @@ class Controller:
     aborted: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     on_stop: Callable[[str], None] | None = None
+    failure: OpsError | None = None  # a fault that stopped the run (a full disk); raised when the loop ends
 
-    def interrupt(self) -> None:
+    def interrupt(self, source: str = "") -> None:
+        """Ctrl-C (`source` empty), SIGTERM or SIGHUP: the first stops new tasks, the second aborts."""
+        said = f"{source}: " if source else ""
         if not self.stopping:
             self.stopping = True
             if self.on_stop:
-                self.on_stop(f"stopping: no new tasks; waiting for {len(self.tasks)} in flight to finish or "
+                self.on_stop(f"{said}stopping: no new tasks; waiting for {len(self.tasks)} in flight to finish or "
                              "time out (Ctrl-C again to abort them)")
             return
         if not self.aborted:
             self.aborted = True
             if self.on_stop:
-                self.on_stop(f"aborting {len(self.tasks)} task(s) in flight (they stay missing; --resume reruns them)")
-            for task in list(self.tasks):
+                self.on_stop(f"{said}aborting {len(self.tasks)} task(s) in flight (they stay missing; --resume "
+                             "reruns them)")
+            self._cancel()
+
+    def fail(self, error: OpsError) -> None:
+        """A fault no task can get past (nothing can be written): no new task, those in flight cancelled."""
+        if self.failure is None:
+            self.failure = error
+        self.stopping = True
+        if not self.aborted:
+            self.aborted = True
+            self._cancel()
+
+    def _cancel(self) -> None:
+        current = asyncio.current_task() if _in_loop() else None
+        for task in list(self.tasks):
+            if task is not current:  # a task reporting its own result finishes; its record is already dropped
                 task.cancel()
+
+
+def _in_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, task_timeout_s: float,
@@ -72,6 +101,12 @@ async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, 
             record = _error(sample, "task_timeout", f"the task did not finish within {task_timeout_s:g} s")
         except asyncio.CancelledError:
             raise
+        except OSError as exc:
+            if is_disk_full(exc):  # the unit's own files (a trajectory) did not fit: missing, not failed
+                control.fail(exc if isinstance(exc, DiskFull) else DiskFull(exc.filename or "the run dir", exc))
+                return
+            log.debug("task %r raised", sample.get("id"), exc_info=True)
+            record = _error(sample, "exception", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a bug in a suite must cost one task, not a 50,000-task run
             log.debug("task %r raised", sample.get("id"), exc_info=True)
             record = _error(sample, "exception", f"{type(exc).__name__}: {exc}")

@@ -1,6 +1,8 @@
 """One `ops eval`: run what `prepare` (runner/prepare.py) chose, keep every result, score the run.
 
-The open-file limit and provider keys are checked, and run.json written, before the first request.
+The open-file limit and provider keys are checked, every model called is probed for a live replica
+(preflight.py), and run.json written, before the first request. The run dir's lock (lock.py) is
+taken by `prepare` and held by the caller until the run, its scores and its analysis are done.
 """
 
 from __future__ import annotations
@@ -19,17 +21,18 @@ from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
-from orchestra_ops.errors import Interrupted
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.errors import DiskFull, Interrupted
+from orchestra_ops.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 from orchestra_ops.runner.manifest import run_manifest
+from orchestra_ops.runner.preflight import check_live
 from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
-from orchestra_ops.runner.rundir import read_run_info, write_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
@@ -51,28 +54,44 @@ class EvalSummary:
 
 
 def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:
-    """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C.
+    """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C, SIGTERM or
+    SIGHUP, DiskFull (exit 4) after a clean stop on a full disk, LaunchError (exit 3) when a model the
+    run calls has no live replica (nothing is run).
 
     `progress`: the counters to update (a live display may be reading them); default: a new one.
     """
     options = run.options
+    if run.lock is not None and run.lock.takeover:
+        tee.line(f"note: {run.lock.takeover}")
+    if run.store.skipped_lines:
+        tee.line(f"note: {run.store.path}: {run.store.skipped_lines} unreadable line(s) skipped (a torn or cut "
+                 "record); their ids count as not done and run again")
     fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
                   request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s)
     for name, cap in run.suite.limits(run.suite_options).items():
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
     check_concurrency(options.concurrency, fleet.replica_count(run.names), soft, hard)
-    write_run_info(run.run_dir, {"suite": run.suite.name, "dataset": str(run.dataset), "source": run.routing.source,
-                                 "topology": run.routing.name, "model": run.models[0] if run.models else None,
-                                 "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
-                                 "suite_options": run.suite_options, "exec_unsafe": options.exec_unsafe,
-                                 "templates": {n: t.to_json() for n, t in run.templates.items()},
-                                 **run_manifest(run, read_run_info(run.run_dir))})
+    if run.todo:
+        check_live(run.routing, run.names)
+    with _disk_full_as_error(run.run_dir / RUN_FILE):
+        write_run_info(run.run_dir, {"suite": run.suite.name, "dataset": str(run.dataset),
+                                     "source": run.routing.source, "topology": run.routing.name,
+                                     "model": run.models[0] if run.models else None,
+                                     "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
+                                     "suite_options": run.suite_options, "exec_unsafe": options.exec_unsafe,
+                                     "templates": {n: t.to_json() for n, t in run.templates.items()},
+                                     **run_manifest(run, read_run_info(run.run_dir))})
     profile = ProfileWriter(run.run_dir)
     progress = progress or Progress(total=len(run.todo))
+    controller = Controller(on_stop=tee.line)
+    tee.on_disk_full = controller.fail
 
     def on_call(event: CallEvent) -> None:
-        profile(event)
+        try:
+            profile(event)
+        except DiskFull as exc:
+            controller.fail(exc)
         progress.note_call(event.latency_s)
 
     fleet.on_call = on_call  # before any client exists: every client reports its calls
@@ -86,17 +105,21 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
              f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
              f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
     progress.started_at = time.monotonic()
-    controller = Controller(on_stop=tee.line)
     start = time.monotonic()
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox))
     finally:
-        run.store.close()
-        profile.close()
+        for close in (run.store.close, profile.close):
+            try:
+                close()
+            except DiskFull as exc:
+                controller.fail(exc)
     elapsed = time.monotonic() - start
     tee.line(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
+    if controller.failure is not None:
+        raise controller.failure
     if controller.stopping:
         missing = len(run.samples) - len(run.store.finished_ids)
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
@@ -104,12 +127,26 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     tee.line(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
              f"{progress.failed} failed; run dir {run.run_dir} now has {summary.store_ok} ok, "
              f"{summary.store_failed} failed of {len(run.samples)}")
-    summary.scores = write_scores(run)
+    with _disk_full_as_error(run.run_dir / SCORES_FILE):
+        summary.scores = write_scores(run)
     if summary.scores is not None:
         for line in run.suite.score_lines(summary.scores):
             tee.line(line)
         tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
+    if tee.disk_full is not None:
+        raise tee.disk_full
     return summary
+
+
+@contextlib.contextmanager
+def _disk_full_as_error(path: Path) -> Iterator[None]:
+    """ENOSPC/EDQUOT writing `path` becomes DiskFull (exit 4, one message), not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if is_disk_full(exc) and not isinstance(exc, DiskFull):
+            raise DiskFull(path, exc) from None
+        raise
 
 
 def write_scores(run: PreparedRun) -> dict[str, Any] | None:
@@ -140,11 +177,17 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
                 profile: ProfileWriter, toolbox: Toolbox) -> None:
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
-        ticker = loop.create_task(_tick(run, progress, tee, profile))
+        ticker = loop.create_task(_tick(run, progress, tee, profile, controller))
         try:
             await fleet.discover_limits(run.names)
             def done(record: Record, elapsed: float) -> None:
-                run.store.append(record)
+                if controller.failure is not None:
+                    return  # nothing can be written: the unit stays missing and --resume runs it
+                try:
+                    run.store.append(record)
+                except DiskFull as exc:
+                    controller.fail(exc)
+                    return
                 progress.note_task(elapsed)
                 tee.event(completion_line(record, elapsed, run.suite.summary_fields))
 
@@ -163,21 +206,33 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             await fleet.close()
 
 
-async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter) -> None:
+async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter,
+                controller: Controller) -> None:
     """Every interval: the progress line, and results/profile flushed even when tasks are slow."""
     while True:
         await asyncio.sleep(run.options.progress_interval_s)
-        run.store.flush()
-        profile.flush()
+        try:
+            run.store.flush()
+            profile.flush()
+        except DiskFull as exc:
+            controller.fail(exc)
+            return
         tee.event(progress.line())
+
+
+# signal -> what the stop line says it was (Ctrl-C says nothing: the user knows what they pressed)
+STOP_SIGNALS = {signal.SIGINT: "", signal.SIGTERM: "SIGTERM",
+                signal.SIGHUP: "SIGHUP (the terminal or ssh session closed)"}
 
 
 @contextlib.contextmanager
 def _signals(loop: asyncio.AbstractEventLoop, controller: Controller) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP: the first stops new tasks (those in flight finish and are kept),
+    the second aborts those in flight. SIGHUP no longer kills the run and loses its last batch."""
     installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig, source in STOP_SIGNALS.items():
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, controller.interrupt)
+            loop.add_signal_handler(sig, controller.interrupt, source)
             installed.append(sig)
     try:
         yield

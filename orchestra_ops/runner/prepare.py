@@ -12,7 +12,10 @@ from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.redact import Redactor
+from orchestra_ops.redact import install as install_redactor
 from orchestra_ops.runner.dataset import Sample, sample_id
+from orchestra_ops.runner.lock import RunDirLock
 from orchestra_ops.runner.manifest import check_dataset_unchanged
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import default_run_dir, read_run_info
@@ -61,6 +64,7 @@ class PreparedRun:
     suite_options: dict[str, Any] = field(default_factory=dict)
     models: tuple[str, ...] = ()
     dataset_sha256: str | None = None
+    lock: RunDirLock | None = None  # the run dir's exclusive lock; the caller releases it when the run ends
 
 
 def suite_option_values(suite: Suite, given: dict[str, Any], recorded: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -111,6 +115,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
     suite = load_suite(options.suite)
     templates = load_templates(suite.template_files, options.templates, suite.template_fields)
     routing = load_routing(options.topology, options.model_config)
+    install_redactor(Redactor.for_routing(routing))  # from here on, no provider key is stored or printed
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
     info = read_run_info(run_dir) or {}
     continuing = options.resume or options.retry_failed
@@ -138,17 +143,25 @@ def prepare(options: EvalOptions) -> PreparedRun:
     if options.limit is not None:
         samples = samples[: options.limit]
     samples = suite.units(samples, suite_view)
-    store = ResultsStore(run_dir)
-    if store.lines and not continuing:
-        raise ConfigError(f"{run_dir} already has results ({len(store.ok_ids)} ok, {len(store.failed_ids)} "
-                          "failed); pass --resume to finish it, --retry-failed to rerun its failures, or "
-                          "--run-dir DIR for a new run (results are never overwritten)")
+    if not samples:
+        why = "--limit 0 selects none of them" if options.limit == 0 else "it has no samples"
+        raise ConfigError(f"{dataset_path}: nothing to evaluate: {why}; an empty run would write a score of nothing")
+    lock = RunDirLock.acquire(run_dir)  # before anything in the run dir is read for resume or written
+    try:
+        store = ResultsStore(run_dir)
+        if store.lines and not continuing:
+            raise ConfigError(f"{run_dir} already has results ({len(store.ok_ids)} ok, {len(store.failed_ids)} "
+                              "failed); pass --resume to finish it, --retry-failed to rerun its failures, or "
+                              "--run-dir DIR for a new run (results are never overwritten)")
+    except BaseException:
+        lock.release()
+        raise
     todo = select_tasks(samples, store, resume=options.resume, retry_failed=options.retry_failed)
     request_timeout = options.request_timeout_s or routing.request_timeout_s
     task_timeout = options.task_timeout_s or (
         suite.calls_per_task * options.attempts * (request_timeout + RetryPolicy().backoff_max_s) + 60)
     return PreparedRun(options, suite, routing, run_dir, dataset_path, samples, todo, store, names, task_timeout,
-                       templates, suite_options, models, dataset_sha256)
+                       templates, suite_options, models, dataset_sha256, lock)
 
 
 def select_tasks(samples: list[Sample], store: ResultsStore, *, resume: bool, retry_failed: bool) -> list[Sample]:

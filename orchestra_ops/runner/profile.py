@@ -20,7 +20,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
+
+from orchestra_ops.errors import DiskFull
+from orchestra_ops.fsutil import append_all, is_disk_full
+from orchestra_ops.redact import redact
 
 PROFILE_FILE = "profile.jsonl"
 
@@ -66,31 +70,48 @@ class Event(Protocol):
 
 
 class ProfileWriter:
+    """Appends events in batches. A full disk raises DiskFull once (from the call that hit it); after
+    that events are dropped (the run is stopping; profile.jsonl keeps only whole lines)."""
+
     def __init__(self, run_dir: str | os.PathLike[str], *, batch_size: int = 256, max_delay_s: float = 1.0) -> None:
         self.path = Path(run_dir) / PROFILE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        try:
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path, exc) from None
+            raise
         self._buffer: list[str] = []
         self.batch_size = batch_size
         self.max_delay_s = max_delay_s
         self._last = time.monotonic()
         self.events = 0
+        self.disk_full: DiskFull | None = None
 
     def __call__(self, event: Event) -> None:
-        self._buffer.append(json.dumps(event.to_json()) + "\n")
+        if self.disk_full is not None:
+            return
+        self._buffer.append(redact(json.dumps(event.to_json())) + "\n")
         self.events += 1
         if len(self._buffer) >= self.batch_size or time.monotonic() - self._last >= self.max_delay_s:
             self.flush()
 
     def flush(self) -> None:
         self._last = time.monotonic()
-        if self._buffer and self._file is not None:
-            self._file.write("".join(self._buffer))
-            self._buffer.clear()
-            self._file.flush()
+        if not self._buffer or self._fd is None:
+            return
+        pending, self._buffer = self._buffer, []
+        try:
+            append_all(self._fd, "".join(pending).encode("utf-8"), self.path)
+        except DiskFull as exc:
+            self.disk_full = exc
+            raise
 
     def close(self) -> None:
-        self.flush()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        try:
+            self.flush()
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

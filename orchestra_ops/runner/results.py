@@ -5,6 +5,11 @@ Lines are `{"id": …, "status": "ok"|"error", …}`. The final state of an id i
 flushed + fsynced in small batches (`batch_size` lines or `max_delay_s`, whichever first), so a
 crash loses at most the last batch, which resume then reruns. A crash mid-write leaves a torn last
 line: reading ignores it, and opening for append cuts it off, so the next line starts clean.
+
+Reading parses every line whole (a line cut mid-record can still end in `}`): a line that is not a
+JSON object with an `id` and a `status` is not done, and is counted (`skipped_lines`). A batch that
+does not fit on the disk is cut back out (the file keeps whole lines only) and raises DiskFull; its
+ids are not done, so resume runs them again. Lines are redacted (orchestra_ops/redact.py).
 """
 
 from __future__ import annotations
@@ -12,18 +17,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from orchestra_ops.errors import DiskFull
+from orchestra_ops.fsutil import append_all, is_disk_full
+from orchestra_ops.redact import redact
 
 log = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.jsonl"
-# Every line this store writes starts `{"id": <string or integer>, "status": "<status>"`: resume reads
-# a line of that shape from its head alone (a long agent record need not be parsed to know it is done).
-_HEAD = re.compile(rb'\{"id": ("(?:[^"\\\n]|\\.)*"|-?[0-9]+), "status": "([A-Za-z0-9_]+)"[,}]')
 
 TaskId = str | int
 
@@ -36,10 +41,12 @@ class ResultsStore:
         self.final: dict[TaskId, str] = {}  # id -> "ok" | "error" (its last line)
         self.lines = 0
         self.bad_lines = 0
+        self.torn_bytes = 0
         self._valid_bytes = 0
-        self._buffer: list[str] = []
+        self._buffer: list[tuple[TaskId, str | None, str]] = []  # (id, its status before, line)
         self._last_flush = time.monotonic()
-        self._handle: IO[str] | None = None
+        self._fd: int | None = None
+        self.disk_full: DiskFull | None = None
         self._load()
 
     # reading
@@ -51,28 +58,32 @@ class ResultsStore:
             return
         end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn line
         if end < len(data):
-            log.warning("%s: ignoring a torn last line (%d bytes)", self.path, len(data) - end)
+            self.torn_bytes = len(data) - end
+            log.warning("%s: ignoring a torn last line (%d bytes)", self.path, self.torn_bytes)
         self._valid_bytes = end
         final = self.final
-        for raw in data[:end].splitlines():
+        loads = json.loads
+        for raw in data[:end].split(b"\n"):
             if not raw.strip():
                 continue
-            head = _HEAD.match(raw)
-            try:
-                if head is not None and raw.rstrip().endswith(b"}"):
-                    value = head.group(1)
-                    task_id = value[1:-1].decode() if value[:1] == b'"' and b"\\" not in value else json.loads(value)
-                    status = head.group(2).decode()
-                else:
-                    record = json.loads(raw)
-                    task_id, status = record["id"], record["status"]
-            except (ValueError, KeyError, TypeError):
+            try:  # every line is parsed whole: a line cut mid-record can still end in `}`
+                record = loads(raw)
+                task_id, status = record["id"], record["status"]
+                if not isinstance(status, str):
+                    raise TypeError(status)
+            except (ValueError, KeyError, TypeError, IndexError):
                 self.bad_lines += 1
                 continue
             final[_key(task_id)] = status
             self.lines += 1
         if self.bad_lines:
-            log.warning("%s: %d unreadable line(s) ignored", self.path, self.bad_lines)
+            log.warning("%s: %d unreadable line(s) ignored (their ids are not done; resume runs them again)",
+                        self.path, self.bad_lines)
+
+    @property
+    def skipped_lines(self) -> int:
+        """Lines resume could not read (unparsable, or not an object with an id and a status), torn tail included."""
+        return self.bad_lines + (1 if self.torn_bytes else 0)
 
     @property
     def ok_ids(self) -> set[TaskId]:
@@ -110,38 +121,58 @@ class ResultsStore:
     # writing
 
     def append(self, record: dict[str, Any]) -> None:
-        """Queue one finished task; it is on disk after the next flush (at most a batch later)."""
-        line = json.dumps(record, ensure_ascii=False, default=str)
-        self._buffer.append(line + "\n")
-        self.final[_key(record["id"])] = record["status"]
+        """Queue one finished task; it is on disk after the next flush (at most a batch later).
+
+        After a full disk (`disk_full` set) records are dropped: the run is stopping, and those ids
+        stay missing, so `--resume` runs them again.
+        """
+        if self.disk_full is not None:
+            return
+        line = redact(json.dumps(record, ensure_ascii=False, default=str))
+        key = _key(record["id"])
+        self._buffer.append((key, self.final.get(key), line + "\n"))
+        self.final[key] = record["status"]
         self.lines += 1
         if len(self._buffer) >= self.batch_size or time.monotonic() - self._last_flush >= self.max_delay_s:
             self.flush()
 
     def flush(self) -> None:
+        """Write the queued lines (fsynced), all or none; a full disk raises DiskFull and forgets them."""
         self._last_flush = time.monotonic()
         if not self._buffer:
             return
-        handle = self._open()
-        handle.write("".join(self._buffer))
-        self._buffer.clear()
-        handle.flush()
-        os.fsync(handle.fileno())
+        pending, self._buffer = self._buffer, []
+        try:
+            append_all(self._open(), "".join(line for _, _, line in pending).encode("utf-8"), self.path, sync=True)
+        except OSError as exc:
+            error = exc if isinstance(exc, DiskFull) else DiskFull(self.path, exc) if is_disk_full(exc) else None
+            if error is None:
+                raise
+            self.disk_full = error
+            for key, before, _ in reversed(pending):  # not written: not done (resume runs them again)
+                if before is None:
+                    self.final.pop(key, None)
+                else:
+                    self.final[key] = before
+                self.lines -= 1
+            raise error from None
 
-    def _open(self) -> IO[str]:
-        if self._handle is None:
+    def _open(self) -> int:
+        if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.path.exists() and self.path.stat().st_size > self._valid_bytes:
                 with open(self.path, "r+b") as raw:  # cut a torn tail so the next line starts clean
                     raw.truncate(self._valid_bytes)
-            self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
-        return self._handle
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
 
     def close(self) -> None:
-        self.flush()
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        try:
+            self.flush()
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 def _key(task_id: Any) -> TaskId:

@@ -1,4 +1,4 @@
-"""TeeLog: every line shown on the console also goes, line-buffered, to `eval.log` in the run dir."""
+"""TeeLog: every line shown on the console also goes, one write per line, to `eval.log` in the run dir."""
 
 from __future__ import annotations
 
@@ -7,16 +7,22 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+
+from orchestra_ops.errors import DiskFull
+from orchestra_ops.fsutil import append_all, is_disk_full
+from orchestra_ops.redact import redact
 
 LOG_FILE = "eval.log"
 
 
 class TeeLog:
-    """`line(text)` writes to the console callback and appends to the log file (flushed per line).
+    """`line(text)` writes to the console callback and appends to the log file (one write per line).
 
     `event(text)` is for the lines a live display replaces on a terminal (`[TASK_COMPLETE]`,
     `[PROGRESS]`): always in the log file, on the console only while `events_to_console`.
+    Every line is redacted first (orchestra_ops/redact.py). A console that went away (a closed
+    terminal, a dropped ssh) is dropped, not fatal; a full disk stops the file (`disk_full`) and
+    calls `on_disk_full` once, so the run can stop cleanly.
     """
 
     def __init__(self, path: str | os.PathLike[str], console: Callable[[str], None] | None = None,
@@ -26,21 +32,34 @@ class TeeLog:
         self.console = console
         self.alert_console = alert_console  # how the console shows a line the user must not miss (the CLI: red)
         self.events_to_console = True
-        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self.disk_full: DiskFull | None = None
+        self.on_disk_full: Callable[[DiskFull], None] | None = None
+        try:
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.path, exc) from None
+            raise
 
     def line(self, text: str) -> None:
+        text = redact(text)
         if self.console is not None:
-            self.console(text)
-        if self._file is not None:
-            self._file.write(text + "\n")
+            try:
+                self.console(text)
+            except OSError:  # the terminal is gone (SIGHUP: EIO, EPIPE): eval.log still gets every line
+                self.console = None
+        self._write(text)
 
     def alert(self, text: str) -> None:
         """A line the user must not miss: on the console through `alert_console` (else as any line)."""
+        text = redact(text)
         show = self.alert_console or self.console
         if show is not None:
-            show(text)
-        if self._file is not None:
-            self._file.write(text + "\n")
+            try:
+                show(text)
+            except OSError:  # the terminal is gone: eval.log still gets it
+                self.console = self.alert_console = None
+        self._write(text)
 
     def event(self, text: str) -> None:
         if self.events_to_console:
@@ -50,13 +69,23 @@ class TeeLog:
 
     def file_line(self, text: str) -> None:
         """Only to eval.log: for a line the console gets another way (the CLI's error message)."""
-        if self._file is not None:
-            self._file.write(text + "\n")
+        self._write(redact(text))
+
+    def _write(self, text: str) -> None:
+        if self._fd is None:
+            return
+        try:
+            append_all(self._fd, (text + "\n").encode("utf-8"), self.path)
+        except DiskFull as exc:
+            self.disk_full = exc
+            self.close()
+            if self.on_disk_full is not None:
+                self.on_disk_full(exc)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class TeeHandler(logging.Handler):

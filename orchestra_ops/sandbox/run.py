@@ -198,9 +198,12 @@ class Sandbox:
                     err.extend(chunk[: policy.stderr_bytes - len(err)])
 
         timed_out = False
+        gathered = asyncio.gather(read_stdout(), read_stderr(), proc.wait())
+        # cancelled with its task (a second Ctrl-C), wait_for leaves the gather's CancelledError unread:
+        # read it here, or asyncio logs "_GatheringFuture exception was never retrieved" for each program
+        gathered.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            await asyncio.wait_for(asyncio.gather(read_stdout(), read_stderr(), proc.wait()),
-                                   policy.wall_time_s)
+            await asyncio.wait_for(gathered, policy.wall_time_s)
         except asyncio.TimeoutError:
             timed_out = True
             _kill_group(proc)
