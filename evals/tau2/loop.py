@@ -11,7 +11,8 @@ results; the user sees agent text only (roles flipped) and its own tool results.
 with both text and tool calls goes to the environment (its text never reaches the user).
 
 A turn with neither text nor tool calls ends the episode (`agent_error` / `user_error`), except
-under `--protocol toolorchestra`, where an empty agent turn becomes the filler "Wait a minute".
+under `--protocol toolorchestra` (toolorchestra.py: call_expert, the hidden transfer tool, the
+history budget), where an empty agent turn becomes the filler "Wait a minute, …".
 A model call that fails after its retries raises CallError: the caller records an infrastructure
 error (left out of the metrics) with the trajectory so far.
 """
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestra_ops.evals.tau2 import toolorchestra
 from orchestra_ops.evals.tau2.domain import Env
 
 from orchestra_ops.client.chat import ChatResult
@@ -32,7 +34,6 @@ from orchestra_ops.runner.suite import TaskContext
 
 GREETING = "Hi! How can I help you today?"
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
-FILLER = "Wait a minute"
 AGENT, USER, ENV = "agent", "user", "env"
 
 
@@ -49,6 +50,9 @@ class LoopSettings:
     max_steps: int
     max_errors: int
     protocol: str = "tau2"
+    experts: dict[str, str] = field(default_factory=dict)  # toolorchestra: alias -> role or model
+    expert_params: dict[str, Any] = field(default_factory=dict)
+    history_budget: int = toolorchestra.HISTORY_BUDGET
 
 
 @dataclass
@@ -59,7 +63,9 @@ class Simulation:
     termination: str | None = None
     agent_calls: int = 0
     user_calls: int = 0
+    expert_calls: int = 0
     started: float = field(default_factory=time.time)
+    token_cache: dict[int, int] = field(default_factory=dict)  # agent-view message index -> tokens
 
 
 def now() -> str:
@@ -159,13 +165,17 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
                 sim.termination = "user_stop"
             from_role, to_role = USER, (ENV if calls else AGENT)
         elif to_role == AGENT:
-            reply = await ctx.chat(settings.agent, agent_view(settings.agent_system, sim.messages),
-                                   tools=settings.agent_tools, **settings.agent_params)
-            sim.agent_calls += 1
-            content, calls = parse_reply(reply, "assistant", f"call_{len(sim.messages)}_")
-            if content is None and not calls and settings.protocol == "toolorchestra":
-                content = FILLER
+            if settings.protocol == "toolorchestra":
+                turn, reply = await orchestrator_turn(ctx, settings, sim)
+                content, calls = turn.content, turn.calls
+            else:
+                reply = await ctx.chat(settings.agent, agent_view(settings.agent_system, sim.messages),
+                                       tools=settings.agent_tools, **settings.agent_params)
+                sim.agent_calls += 1
+                content, calls = parse_reply(reply, "assistant", f"call_{len(sim.messages)}_")
             pending = _message("assistant", content, calls, reply)
+            if settings.protocol == "toolorchestra":
+                pending["raw_data"].update(expert=turn.expert, history_cut=turn.cut)
             sim.messages.append(pending)
             if content is None and not calls:
                 sim.termination = "agent_error"
@@ -191,3 +201,28 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
     for index, message in enumerate(sim.messages):
         message["turn_idx"] = index
     return sim
+
+
+async def orchestrator_turn(ctx: TaskContext, settings: LoopSettings, sim: Simulation
+                            ) -> tuple[toolorchestra.Turn, ChatResult]:
+    """One agent turn under --protocol toolorchestra (see toolorchestra.py)."""
+    view = agent_view(settings.agent_system, sim.messages)
+    tools = toolorchestra.orchestrator_tools(settings.agent_tools, list(settings.experts))
+    count = ctx.tokenizer(settings.agent).count
+    budget = settings.history_budget - await count(json.dumps(tools))
+    sent = await toolorchestra.cut_history(view, budget, count, sim.token_cache)
+    reply = await ctx.chat(settings.agent, sent, tools=tools, **settings.agent_params)
+    sim.agent_calls += 1
+    content, calls = parse_reply(reply, "assistant", "")
+    turn = toolorchestra.Turn(toolorchestra.clean_text(content), toolorchestra.limit_calls(calls),
+                              cut=len(view) - len(sent))
+    expert = toolorchestra.expert_of(turn.calls, list(settings.experts))
+    if expert is not None:
+        reply = await ctx.chat(settings.experts[expert], view, tools=settings.agent_tools, **settings.expert_params)
+        sim.expert_calls += 1
+        content, calls = parse_reply(reply, "assistant", "")
+        turn = toolorchestra.Turn(toolorchestra.clean_text(content), toolorchestra.limit_calls(calls), expert,
+                                  turn.cut)
+    if turn.content is None and not turn.calls:
+        turn.content = toolorchestra.FILLER
+    return turn, reply

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.evals.agent.records import TRAJECTORY_DIR, write_trajectory
-from orchestra_ops.evals.tau2 import metrics
+from orchestra_ops.evals.agent.suite import parse_pairs
+from orchestra_ops.evals.tau2 import metrics, toolorchestra
 from orchestra_ops.evals.tau2.domain import Domain
 from orchestra_ops.evals.tau2.environment import DOMAIN_NAMES, fresh_env, get_domain
 from orchestra_ops.evals.tau2.loop import LoopSettings, Simulation, now, simulate
@@ -85,13 +86,18 @@ class Tau2Suite(BaseSuite):
                     minimum=1),
         SuiteOption("user", "--user", "str", "The role or model that plays the user simulator.", default="user"),
         SuiteOption("judge", "--judge", "str", "The role or model that judges NL assertions.", default="judge"),
-        SuiteOption("protocol", "--protocol", "choice", "tau2: τ²-bench's own agent; toolorchestra: its "
-                    "variant (an empty agent turn becomes 'Wait a minute').", default="tau2",
-                    choices=("tau2", "toolorchestra")),
-        SuiteOption("agent_args", "--agent-args", "str", "JSON sampling arguments of agent calls.",
-                    default='{"temperature": 0.0}'),
-        SuiteOption("user_args", "--user-args", "str", "JSON sampling arguments of user-simulator calls.",
-                    default='{"temperature": 0.0}'),
+        SuiteOption("protocol", "--protocol", "choice", "tau2: τ²-bench's own agent; toolorchestra: ToolOrchestra's "
+                    "(call_expert over expert-1..3, transfer_to_human_agents hidden, the history budget, a filler "
+                    "for an empty turn).", default="tau2", choices=("tau2", "toolorchestra")),
+        SuiteOption("aliases", "--alias", "str", "EXPERT=ROLE_OR_MODEL: where a call_expert alias goes "
+                    "(toolorchestra; default: the topology's aliases:, else a role named like the alias).",
+                    multiple=True, default=()),
+        SuiteOption("history_budget", "--history-budget", "int", "Tokens of the agent's history (toolorchestra; "
+                    "the tools JSON counts against it).", default=toolorchestra.HISTORY_BUDGET, minimum=1),
+        SuiteOption("agent_args", "--agent-args", "str", "JSON sampling arguments of agent calls (default: "
+                    '{"temperature": 0.0}; toolorchestra: {"temperature": 1.0, "max_tokens": 8000}).'),
+        SuiteOption("user_args", "--user-args", "str", "JSON sampling arguments of user-simulator calls (default: "
+                    '{"temperature": 0.0}; toolorchestra: {"temperature": 1.0}).'),
         SuiteOption("seed", "--seed", "int", "Seeds the per-trial seeds sent with agent and user calls.",
                     default=SEED),
     )
@@ -130,16 +136,39 @@ class Tau2Suite(BaseSuite):
             self.judge_ok = True
         except ConfigError:
             self.judge_ok = False
+        protocol = str(options.get("protocol") or "tau2")
+        theirs = protocol == "toolorchestra"
+        agent_args = options.get("agent_args") or json.dumps(
+            toolorchestra.DEFAULT_SAMPLING if theirs else {"temperature": 0.0})
+        user_args = options.get("user_args") or json.dumps({"temperature": 1.0 if theirs else 0.0})
+        experts = self._experts(routing, options) if theirs else {}
         self.settings = {
-            "agent": agent, "user": user, "judge": judge, "protocol": str(options.get("protocol") or "tau2"),
+            "agent": agent, "user": user, "judge": judge, "protocol": protocol,
             "max_steps": int(options["max_steps"]), "max_errors": int(options["max_errors"]),
             "trials": int(options["trials"]), "seed": int(options["seed"]),
-            "agent_args": _json_object(options.get("agent_args"), "--agent-args"),
-            "user_args": _json_object(options.get("user_args"), "--user-args"),
+            "agent_args": _json_object(agent_args, "--agent-args"),
+            "user_args": _json_object(user_args, "--user-args"), "experts": experts,
+            "history_budget": int(options.get("history_budget") or toolorchestra.HISTORY_BUDGET),
         }
-        self.calls_per_task = self.settings["max_steps"] + 1
+        # every hop may call a model (an expert too under toolorchestra), then the judge
+        self.calls_per_task = self.settings["max_steps"] * (2 if theirs else 1) + 1
         self.trajectories = Path(str(options.get("run_dir") or ".")) / TRAJECTORY_DIR
-        return [agent, user, *([judge] if self.judge_ok else [])]
+        return [agent, user, *([judge] if self.judge_ok else []), *sorted(set(experts.values()))]
+
+    @staticmethod
+    def _experts(routing: Routing, options: Mapping[str, Any]) -> dict[str, str]:
+        given = parse_pairs(options.get("aliases"), "--alias")
+        unknown = sorted(set(given) - set(toolorchestra.EXPERTS))
+        if unknown:
+            raise ConfigError(f"--alias {unknown[0]}: call_expert offers {', '.join(toolorchestra.EXPERTS)}")
+        experts = {alias: given.get(alias) or routing.aliases.get(alias, alias) for alias in toolorchestra.EXPERTS}
+        for alias, target in experts.items():
+            try:
+                routing.chat_target(target)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (call_expert's {alias} goes there; map it with aliases: in the "
+                                  f"topology or --alias {alias}=ROLE)") from None
+        return experts
 
     def load(self, path: Path, *, dedupe: bool) -> list[Sample]:
         self.data = load_domain_data(path, self.domain_name, task_file=self.task_file, split=self.task_split)
@@ -178,8 +207,13 @@ class Tau2Suite(BaseSuite):
             agent_system=self.templates["agent_system"].render(policy=self.data.policy),
             user_system=template.render(scenario=render_scenario(task["user_scenario"])),
             agent_tools=self.domain.agent_schemas(), user_tools=user_tools,
-            agent_params={**s["agent_args"], "seed": seed}, user_params={**s["user_args"], "seed": seed},
-            max_steps=s["max_steps"], max_errors=s["max_errors"], protocol=s["protocol"])
+            agent_params=self._params(s["agent_args"], seed), user_params=self._params(s["user_args"], seed),
+            max_steps=s["max_steps"], max_errors=s["max_errors"], protocol=s["protocol"], experts=s["experts"],
+            expert_params=dict(toolorchestra.DEFAULT_SAMPLING), history_budget=s["history_budget"])
+
+    def _params(self, args: dict[str, Any], seed: int) -> dict[str, Any]:
+        """τ²-bench sends each trial's seed with agent and user calls; ToolOrchestra sends none."""
+        return dict(args) if self.settings["protocol"] == "toolorchestra" else {**args, "seed": seed}
 
     # running
 
@@ -212,7 +246,7 @@ class Tau2Suite(BaseSuite):
         fields: dict[str, Any] = {"task_id": task["id"], "trial": sample["trial"], "seed": sample["seed"],
                                   "termination_reason": sim.termination, "steps": sim.step_count,
                                   "errors": sim.num_errors, "agent_calls": sim.agent_calls,
-                                  "user_calls": sim.user_calls,
+                                  "user_calls": sim.user_calls, "expert_calls": sim.expert_calls,
                                   "tool_calls": sum(len(m.get("tool_calls") or ()) for m in sim.messages)}
         if failure is None:
             info = evaluate(task, sim.messages, str(sim.termination), lambda: fresh_env(domain, data, task), nl_checks)
@@ -254,6 +288,9 @@ class Tau2Suite(BaseSuite):
                  f"domain {self.domain_name}: {len(data.tasks) if data else '?'} task(s) from "
                  f"{data.task_source if data else '?'}, {s['trials']} trial(s), max steps {s['max_steps']}, "
                  f"max errors {s['max_errors']}, protocol {s['protocol']}"]
+        if s["experts"]:
+            lines.append("call_expert aliases: " + ", ".join(f"{a} -> {t}" for a, t in s["experts"].items())
+                         + f"; history budget {s['history_budget']} tokens")
         return lines
 
 

@@ -8,6 +8,10 @@ a task's user instructions, which the user persona passes on to the agent in its
     [sim:agent=parallel]         the agent sends all its calls in one message
     [sim:agent=invalid]          the agent calls `no_such_tool` every turn, forever
     [sim:agent=flaky]            with an odd request `seed` the agent leaves out its last call
+    [sim:agent=silent]           the agent's first turn is empty (no text, no tool call)
+    [sim:agent=tagged]           the agent's closing text is wrapped: <think>…</think><message>TEXT</message>
+    [sim:call call_expert {…}]   an orchestrator offered `call_expert` calls it for the next planned
+                                 call (or the closing text); anyone else skips it
     [sim:user_call NAME {json}]  the user calls its own tool NAME first (one per turn)
     [sim:user=never_stop]        the user never stops (it asks another question every turn)
     [sim:user=transfer]          the user ends with ###TRANSFER### instead of ###STOP###
@@ -24,11 +28,14 @@ a task's user instructions, which the user persona passes on to the agent in its
    ``"Hi, I need some help. "`` + every agent directive of the scenario, space-separated; every
    later text is ``"Thank you, that is all. ###STOP###"`` (``###TRANSFER###`` with user=transfer),
    or with never_stop ``"Could you tell me more about that?"``.
-3. **tau2 agent**: a system message holds ``<policy>`` and the request has tools. C = the call
-   directives in the user messages (minus the last with flaky and an odd seed), d = the tool calls
-   its assistant messages hold. invalid: call ``no_such_tool {}``. parallel and d = 0: all of C in
-   one message. d < |C|: call C[d]. Else text: the say directives joined by a space (none:
-   ``"Is there anything else I can help with?"``).
+3. **tau2 agent**: a system message holds ``<policy>`` and the request has tools. P = the call
+   directives in the user messages (minus the last with flaky and an odd seed), C = P without its
+   ``call_expert`` calls, d = the calls other than ``call_expert`` its assistant messages hold.
+   invalid: call ``no_such_tool {}``. silent, d = 0 and no assistant text but the first: an empty
+   turn. When ``call_expert`` is offered and the item of P before C[d] (before the end of P when
+   d = |C|) is a ``call_expert`` call: that call. parallel and d = 0: all of C in one message.
+   d < |C|: call C[d]. Else text: the say directives joined by a space (none: ``"Is there anything
+   else I can help with?"``), wrapped with tagged.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ TRANSFER_TEXT = "Thank you. ###TRANSFER###"
 MORE_TEXT = "Could you tell me more about that?"
 IDLE_TEXT = "Is there anything else I can help with?"
 INVALID_TOOL = "no_such_tool"
+CALL_EXPERT = "call_expert"
 
 
 def _texts(messages: list[Any], role: str) -> list[str]:
@@ -92,20 +100,37 @@ def agent_plan(user_text: str, seed: Any) -> list[dict[str, str]]:
     return calls
 
 
+def _offered(body: dict[str, Any]) -> set[str]:
+    return {str((t.get("function") or {}).get("name")) for t in body.get("tools") or () if isinstance(t, dict)}
+
+
 def agent_reply(body: dict[str, Any]) -> rules.Reply:
     messages = body.get("messages") or []
     user_text = "\n".join(_texts(messages, "user"))
     flags = set(FLAG_RE.findall(user_text))
-    done = _calls_made(messages)
+    done = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+               for c in m.get("tool_calls") or () if (c.get("function") or {}).get("name") != CALL_EXPERT)
     if ("agent", "invalid") in flags:
         return rules.Reply(TAU2_AGENT, None, [{"name": INVALID_TOOL, "arguments": "{}"}])
+    spoken = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and rules.message_text(m)]
+    if ("agent", "silent") in flags and done == 0 and len(spoken) <= 1:
+        return rules.Reply(TAU2_AGENT, "")
     plan = agent_plan(user_text, body.get("seed"))
-    if ("agent", "parallel") in flags and done == 0 and plan:
-        return rules.Reply(TAU2_AGENT, None, plan)
-    if done < len(plan):
-        return rules.Reply(TAU2_AGENT, None, [plan[done]])
+    calls = [c for c in plan if c["name"] != CALL_EXPERT]
+    if CALL_EXPERT in _offered(body):
+        positions = [i for i, c in enumerate(plan) if c["name"] != CALL_EXPERT]
+        at = positions[done] if done < len(positions) else len(plan)
+        if at > 0 and plan[at - 1]["name"] == CALL_EXPERT:
+            return rules.Reply(TAU2_AGENT, None, [plan[at - 1]])
+    if ("agent", "parallel") in flags and done == 0 and calls:
+        return rules.Reply(TAU2_AGENT, None, calls)
+    if done < len(calls):
+        return rules.Reply(TAU2_AGENT, None, [calls[done]])
     says = SAY_RE.findall(user_text)
-    return rules.Reply(TAU2_AGENT, " ".join(says) if says else IDLE_TEXT)
+    text = " ".join(says) if says else IDLE_TEXT
+    if ("agent", "tagged") in flags:
+        text = f"<think>I have done what was asked.</think><message>{text}</message>"
+    return rules.Reply(TAU2_AGENT, text)
 
 
 def user_reply(body: dict[str, Any]) -> rules.Reply:

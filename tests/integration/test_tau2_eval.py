@@ -17,7 +17,7 @@ import pytest
 from orchestra_ops.services.simllm import tau2_rules
 
 from tests.helpers import OPS, REPO, kill_tree, run_ops
-from tests.integration.agent_fixtures import read_jsonl
+from tests.integration.agent_fixtures import read_jsonl, write_fleet
 from tests.integration.eval_fixtures import wait_lines
 from tests.integration.tau2_fixtures import EXPECTED, expected_reward, expected_scores, seeds, tau2_fleet
 from tests.simserver import SimServer
@@ -197,3 +197,41 @@ def test_kill_9_then_resume_runs_every_task_and_trial_once(tmp_path: Path, sims:
     want = expected_scores(2)
     assert (scores["avg_reward"], scores["pass_hat_k"], scores["evaluated"]) == (
         want["avg_reward"], want["pass_hat_k"], len(units))
+
+
+def test_toolorchestra_protocol_routes_call_expert_to_the_alias_roles(tmp_path: Path, sims: Any) -> None:
+    agent, user, judge = sims
+    home = tmp_path / "ops"
+    expert = SimServer("sim/expert", args=["--latency-ms", "2"], log_dir=tmp_path)
+    with expert:
+        topology = write_fleet(home, {"agent": (agent, {}), "usersim": (user, {}), "judge": (judge, {}),
+                                      "experts": (expert, {})},
+                               {"orchestrator": "agent", "user": "usersim", "judge": "judge", "strong": "experts"},
+                               aliases={"expert-1": "strong", "expert-2": "strong", "expert-3": "strong"},
+                               name="tau2to")
+        tasks = json.loads((REPO / "evals/data/tau2/domains/synthetic/tasks.json").read_text())
+        by_id = {t["id"]: t for t in tasks}
+        delegated = json.loads(json.dumps(by_id["book_pilates"]))
+        delegated["id"] = "book_via_expert"
+        instructions = delegated["user_scenario"]["instructions"]
+        instructions["task_instructions"] = instructions["task_instructions"].replace(
+            "[sim:call book_class", '[sim:call call_expert {"expert":"expert-3"}] [sim:call book_class')
+        task_path = tmp_path / "tasks.json"
+        task_path.write_text(json.dumps([delegated, by_id["ask_for_human"], by_id["invalid_tools"]]))
+        run_dir = tmp_path / "run"
+        out = _eval(["--topology", str(topology), "--run-dir", str(run_dir), "--task-file", str(task_path),
+                     "--protocol", "toolorchestra", "--max-errors", "4"], {"OPS_HOME": str(home)})
+    assert "call_expert aliases: expert-1 -> strong, expert-2 -> strong, expert-3 -> strong" in out.stdout
+    records = {r["task_id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
+    assert {t: (r["reward"], r["termination_reason"], r["expert_calls"]) for t, r in records.items()} == {
+        "book_via_expert": (1.0, "user_stop", 1), "ask_for_human": (1.0, "user_stop", 0),
+        "invalid_tools": (0.0, "too_many_errors", 0)}
+    booked = json.loads((run_dir / records["book_via_expert"]["trajectory"]).read_text())["messages"]
+    assert [(c["name"], m["raw_data"]["expert"]) for m in booked for c in m.get("tool_calls") or ()] == [
+        ("find_member_by_email", None), ("book_class", "expert-3")]
+    transfer = json.loads((run_dir / records["ask_for_human"]["trajectory"]).read_text())["messages"]
+    assert [m["content"] for m in transfer if m["role"] == "tool"] == ["Transfer successful"]  # hidden, still run
+    events = read_jsonl(run_dir / "profile.jsonl")
+    assert Counter(e["role"] for e in events if e["type"] == "model_call")["strong"] == 1
+    scores = json.loads((run_dir / "scores.json").read_text())
+    assert (scores["avg_reward"], scores["pass_hat_k"]) == (round(2 / 3, 6), {"1": round(2 / 3, 6)})

@@ -16,12 +16,24 @@ from orchestra_ops.client.chat import ChatResult
 from tests.integration.tau2_fixtures import SYNTHETIC
 
 
+class CharTokenizer:
+    """One token per 4 characters, rounded up (the sim's documented estimate)."""
+
+    description = "chars / 4"
+
+    async def count(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+
 class SimContext:
     task_id = "t"
     previous = None
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+
+    def tokenizer(self, name: str) -> CharTokenizer:
+        return CharTokenizer()
 
     async def chat(self, name: str, messages: Sequence[Any], **params: Any) -> ChatResult:
         body = {"messages": [dict(m) for m in messages], "model": name, **params}
