@@ -134,6 +134,7 @@ def _check_export(tmp_path: Path, run_dir: Path, records: dict[str, dict[str, An
     info = results["info"]
     assert (info["num_trials"], info["max_steps"], info["max_errors"], info["seed"]) == (4, 30, 10, 300)
     assert info["agent_info"]["llm"] == "sim/agent" and info["user_info"]["llm"] == "sim/user"
+    assert info["agent_info"]["llm_args"] == info["user_info"]["llm_args"] == {"temperature": 0.0}
     assert info["environment_info"]["domain_name"] == "synthetic"
     assert info["environment_info"]["policy"].startswith("# Fitness club support policy")
     assert "book_class" in info["environment_info"]["tool_defs"]
@@ -235,3 +236,22 @@ def test_toolorchestra_protocol_routes_call_expert_to_the_alias_roles(tmp_path: 
     assert Counter(e["role"] for e in events if e["type"] == "model_call")["strong"] == 1
     scores = json.loads((run_dir / "scores.json").read_text())
     assert (scores["avg_reward"], scores["pass_hat_k"]) == (round(2 / 3, 6), {"1": round(2 / 3, 6)})
+
+
+def test_bad_input_fails_fast_naming_what_is_wrong(tmp_path: Path, sims: Any) -> None:
+    home = tmp_path / "ops"
+    topology = tau2_fleet(home, *sims)
+    env = {"OPS_HOME": str(home)}
+    bad_tasks = tmp_path / "tasks.json"
+    bad_tasks.write_text(json.dumps([{"id": "x", "user_scenario": {"instructions": 3}}]))
+    cases = [(["--domain", "airline"], "--domain airline: its tools are not implemented"),
+             (["--data-dir", str(tmp_path / "none")], "no domains/synthetic/ folder"),
+             (["--agent-args", "{temperature"], "--agent-args '{temperature': not valid JSON"),
+             (["--task-file", str(bad_tasks)], f"{bad_tasks}: task 'x': \"user_scenario.instructions\" must be"),
+             (["--task-split", "nope"], "split_tasks.json: no split 'nope' (splits: base, test, train)"),
+             (["--user", "nobody"], "nobody")]
+    for args, message in cases:
+        result = run_ops(["eval", "tau2", "--no-analyze", "--topology", str(topology), "--run-dir",
+                          str(tmp_path / "run"), *args], env=env, timeout=120)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
