@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from orchestra_ops.evals.tau2.airline import AIRLINE
 from orchestra_ops.evals.tau2.domain import Domain, Env, deep_merge
 from orchestra_ops.evals.tau2.mock import MOCK
 from orchestra_ops.evals.tau2.synthetic import SYNTHETIC
@@ -12,15 +13,15 @@ from orchestra_ops.evals.tau2.tasks import DomainData, Task
 
 from orchestra_ops.errors import ConfigError
 
-DOMAINS: dict[str, Domain] = {"synthetic": SYNTHETIC, "mock": MOCK}
+DOMAINS: dict[str, Domain] = {"synthetic": SYNTHETIC, "mock": MOCK, "airline": AIRLINE}
 DOMAIN_NAMES = ("synthetic", "mock", "airline", "retail", "telecom")
-NOT_YET = ("airline", "retail", "telecom")
+NOT_YET = ("retail", "telecom")
 
 
 def get_domain(name: str) -> Domain:
     if name in NOT_YET:
         raise ConfigError(f"--domain {name}: its tools are not implemented in this version of ops "
-                          "(implemented: synthetic, mock)")
+                          "(implemented: synthetic, mock, airline)")
     if name not in DOMAINS:
         raise ConfigError(f"--domain {name}: not a domain ({', '.join(DOMAIN_NAMES)})")
     return DOMAINS[name]
@@ -39,9 +40,9 @@ def fresh_env(domain: Domain, data: DomainData, task: Task) -> Env:
     initial: dict[str, Any] = task.get("initial_state") or {}
     patches = initial.get("initialization_data") or {}
     if patches.get("agent_data"):
-        deep_merge(env.db, patches["agent_data"])
+        env.db = domain.normalize_db(deep_merge(env.db, patches["agent_data"]))
     if patches.get("user_data") and env.user_db is not None:
-        deep_merge(env.user_db, patches["user_data"])
+        env.user_db = domain.normalize_user_db(deep_merge(env.user_db, patches["user_data"]))
     for action in initial.get("initialization_actions") or ():
         env.run_function(str(action.get("env_type", "assistant")), str(action["func_name"]),
                          action.get("arguments") or {})

@@ -136,4 +136,4 @@ def test_bad_task_files_name_the_file_task_and_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no split 'test'"):
         load_domain_data(directory, "mock", split="test")
     with pytest.raises(ConfigError, match="not implemented"):
-        get_domain("airline")
+        get_domain("telecom")
