@@ -8,20 +8,21 @@ from typing import Any
 from orchestra_ops.evals.tau2.airline import AIRLINE
 from orchestra_ops.evals.tau2.domain import Domain, Env, deep_merge
 from orchestra_ops.evals.tau2.mock import MOCK
+from orchestra_ops.evals.tau2.retail import RETAIL
 from orchestra_ops.evals.tau2.synthetic import SYNTHETIC
 from orchestra_ops.evals.tau2.tasks import DomainData, Task
 
 from orchestra_ops.errors import ConfigError
 
-DOMAINS: dict[str, Domain] = {"synthetic": SYNTHETIC, "mock": MOCK, "airline": AIRLINE}
+DOMAINS: dict[str, Domain] = {"synthetic": SYNTHETIC, "mock": MOCK, "airline": AIRLINE, "retail": RETAIL}
 DOMAIN_NAMES = ("synthetic", "mock", "airline", "retail", "telecom")
-NOT_YET = ("retail", "telecom")
+NOT_YET = ("telecom",)
 
 
 def get_domain(name: str) -> Domain:
     if name in NOT_YET:
         raise ConfigError(f"--domain {name}: its tools are not implemented in this version of ops "
-                          "(implemented: synthetic, mock, airline)")
+                          "(implemented: synthetic, mock, airline, retail)")
     if name not in DOMAINS:
         raise ConfigError(f"--domain {name}: not a domain ({', '.join(DOMAIN_NAMES)})")
     return DOMAINS[name]
