@@ -156,6 +156,7 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
                                    **settings.user_params)
             sim.user_calls += 1
             content, calls = parse_reply(reply, "user", f"user_call_{len(sim.messages)}_")
+            calls = unique_ids(calls, sim.messages)
             pending = _message("user", content, calls, reply)
             sim.messages.append(pending)
             if content is None and not calls:
@@ -173,6 +174,7 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
                                        tools=settings.agent_tools, **settings.agent_params)
                 sim.agent_calls += 1
                 content, calls = parse_reply(reply, "assistant", f"call_{len(sim.messages)}_")
+            calls = unique_ids(calls, sim.messages)
             pending = _message("assistant", content, calls, reply)
             if settings.protocol == "toolorchestra":
                 pending["raw_data"].update(expert=turn.expert, history_cut=turn.cut)
@@ -201,6 +203,19 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
     for index, message in enumerate(sim.messages):
         message["turn_idx"] = index
     return sim
+
+
+def unique_ids(calls: list[dict[str, Any]], messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool-call ids unique within the simulation (a result is paired with its call by id; some servers
+    number calls per response, e.g. call_0, so a repeated id gets a suffix)."""
+    seen = {c["id"] for m in messages for c in m.get("tool_calls") or ()}
+    for call in calls:
+        base, n = call["id"], 1
+        while call["id"] in seen:
+            call["id"] = f"{base}-{n}"
+            n += 1
+        seen.add(call["id"])
+    return calls
 
 
 async def orchestrator_turn(ctx: TaskContext, settings: LoopSettings, sim: Simulation

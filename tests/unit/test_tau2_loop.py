@@ -92,3 +92,11 @@ def test_errors_are_counted_in_all_and_checked_after_the_results() -> None:
     assert [m["error"] for m in tools] == [True, True, False]  # the whole batch runs, in order
     assert tools[1]["content"] == "Error: book_class: missing argument(s) class_id"
     assert (sim.termination, sim.num_errors, sim.step_count) == ("too_many_errors", 2, 3)
+
+
+def test_repeated_tool_call_ids_are_made_unique_within_a_simulation() -> None:
+    from orchestra_ops.evals.tau2.loop import unique_ids
+
+    earlier = [{"role": "assistant", "tool_calls": [{"id": "call_0"}]}]
+    calls = [{"id": "call_0"}, {"id": "call_0"}, {"id": "call_1"}]
+    assert [c["id"] for c in unique_ids(calls, earlier)] == ["call_0-1", "call_0-2", "call_1"]
