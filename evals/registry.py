@@ -15,6 +15,7 @@ SUITES: dict[str, str] = {
     "healthbench": "healthbench:HealthBenchSuite",
     "hle": "hle:HleSuite",
     "frames": "frames:FramesSuite",
+    "tau2": "tau2.suite:Tau2Suite",
 }
 
 

@@ -214,8 +214,11 @@ def classify(body: dict[str, Any]) -> str:
     for text in texts:
         if "criteria_met" in text:
             return JUDGE_RUBRIC
-    from orchestra_ops.services.simllm import agent_rules
+    from orchestra_ops.services.simllm import agent_rules, tau2_rules
 
+    tau2 = tau2_rules.classify(body, texts)
+    if tau2 is not None:
+        return tau2
     agent = agent_rules.classify(body, texts)
     if agent is not None:
         return agent
@@ -247,8 +250,10 @@ def respond(body: dict[str, Any]) -> Reply:
     if role in benchmark_rules.ROLES:
         return Reply(role, benchmark_rules.answer_text(role, str(body.get("model") or ""), last_user_text(messages)))
     if role != EXPERT:
-        from orchestra_ops.services.simllm import agent_rules
+        from orchestra_ops.services.simllm import agent_rules, tau2_rules
 
+        if role in tau2_rules.ROLES:
+            return tau2_rules.respond(role, body)
         return agent_rules.respond(role, body)
     return _expert(messages)
 
