@@ -4,7 +4,8 @@ Each expectation is computed here from the sim's persona rules (benchmark_more) 
 postprocessor semantics written again below (opencompass/datasets/bbh.py, text_postprocessors.py,
 humaneval.py at a5acc4bb; only the forms the sim writes), not imported from the suites, so a suite that
 extracts or scores differently fails. humaneval programs really run in the sandbox: ones that pass, fail,
-hang, flood their output, exit early and try to reach the machine's files and network.
+hang, flood their output, exit early and try to reach the machine's files and network
+(tests/chaos/test_humaneval_programs.py, over this module's fleet fixture).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,71 +154,6 @@ def test_bbh_every_subset_both_postprocessors_and_the_average(tmp_path: Path, fl
     assert result["score"] == expected[FT]["navigate"] and "accuracy" not in result
 
 
-# ---- humaneval ---------------------------------------------------------------------------------------
-
-def test_humaneval_pass_at_1_in_the_sandbox(tmp_path: Path, fleet: Path) -> None:
-    names = covering([f"shift_{i}" for i in range(300)], "humaneval", set(range(10)), 14)
-    marker = tmp_path / "escaped"
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        port = listener.getsockname()[1]
-        trouble = [syn.humaneval_problem("hang_forever"), syn.humaneval_problem("flood_output"),
-                   syn.humaneval_problem("exit_early"),
-                   syn.humaneval_problem("escape_file_write", f"Marker: {marker}"),
-                   syn.humaneval_problem("escape_net_connect", f"Port: {port}")]
-        problems = [syn.humaneval_problem(n) for n in names] + trouble
-        run_dir = tmp_path / "run"
-        data = syn.write_humaneval(tmp_path / "he.jsonl", problems)
-        proc = eval_(fleet, "humaneval", data, run_dir, "--exec-timeout", "2")
-        with pytest.raises(TimeoutError):
-            listener.accept()  # nothing inside the sandbox reached this machine's loopback
-    assert not marker.exists()
-    assert "humaneval completions run in the sandbox: bubblewrap" in proc.stdout
-
-    records = {r["id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
-    expected = {}
-    for model in MODELS:
-        right = []
-        for i, name in enumerate(names):
-            value, style = bm.humaneval_value(model, name), bm.style("humaneval", model, name)
-            passed = style in (0, 1, 2, 3, 4, 5, 6) and value == bm.humaneval_shift(name)
-            right.append(passed)
-            record = records[f"openai_humaneval/{i}@{model}"]
-            assert record["correct"] is passed, (name, model, style, record["result"])
-            if style == 7:
-                assert record["result"].startswith("failed: 'return' outside function")
-            if passed:
-                assert record["result"] == "passed"
-        for j, problem in enumerate(trouble):
-            record = records[f"openai_humaneval/{len(names) + j}@{model}"]
-            assert record["correct"] is False
-            right.append(False)
-            name = problem["entry_point"]
-            if name == "hang_forever":
-                assert record["result"] == "timed out"
-            elif name == "flood_output":
-                assert record["result"] in ("failed: output limit", "timed out")
-            elif name == "exit_early":
-                assert record["result"].startswith("failed: exit")
-            else:
-                assert record["result"].startswith("failed:"), record["result"]
-        expected[model] = pct(right)
-    scores = scores_of(run_dir)
-    got = scores["datasets"]["openai_humaneval"]
-    assert (got[BASE]["accuracy"], got[FT]["accuracy"]) == (expected[BASE], expected[FT])
-    assert scores["metric"] == "humaneval_pass@1"
-    table = summary(run_dir)
-    assert table[1] == ["openai_humaneval", scores["version"], "humaneval_pass@1", "gen",
-                        f"{expected[BASE]:.2f}", f"{expected[FT]:.2f}"]
-    result = json.loads((run_dir / "results" / "sim_base" / "openai_humaneval.json").read_text())
-    assert result["humaneval_pass@1"] == expected[BASE]
-    assert result["details"][str(len(names))]["result"] == "timed out"
-    predictions = json.loads((run_dir / "predictions" / "ft" / "openai_humaneval.json").read_text())
-    assert predictions["0"]["gold"] == f"Synthetic/{names[0]}"
-
-
 # ---- hellaswag, ARC, cmmlu ----------------------------------------------------------------------------
 
 def test_hellaswag_ten_shot(tmp_path: Path, fleet: Path) -> None:
@@ -292,3 +227,28 @@ def test_bundled_sets_run_and_bad_files_are_clear_errors(tmp_path: Path, fleet: 
                            "\"test\"} (strings)\n")
     proc = eval_(fleet, "bbh", tmp_path / "nowhere", tmp_path / "r2", code=2)
     assert proc.stderr == f"error: {tmp_path / 'nowhere'}: a BBH dataset is a directory of <subset>.json files\n"
+
+
+def test_resume_runs_only_the_pairs_without_a_result(tmp_path: Path, fleet: Path) -> None:
+    """A humaneval run of the base model, then --resume with the adapter added: only the adapter's units
+    run (each program once more in the sandbox), every (sample, model) has one record, scores are exact."""
+    names = [f"shift_{i}" for i in range(6)]
+    data = syn.write_humaneval(tmp_path / "he.jsonl", [syn.humaneval_problem(n) for n in names])
+    run_dir = tmp_path / "run"
+    common = ["eval", "humaneval", "--no-analyze", "--model-config", str(fleet), "--run-dir", str(run_dir),
+              "--model", BASE]
+    first = run_ops([*common, "--dataset", str(data)], timeout=300)
+    assert first.returncode == 0, first.stderr
+    before = (run_dir / "results.jsonl").read_text().splitlines()
+    resumed = run_ops([*common, "--model", FT, "--resume"], timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = (run_dir / "results.jsonl").read_text().splitlines()
+    assert after[: len(before)] == before
+    ids = [json.loads(line)["id"] for line in after]
+    assert sorted(ids) == sorted(f"openai_humaneval/{i}@{m}" for i in range(6) for m in MODELS)
+    assert "6 to run" in resumed.stdout
+    scores = scores_of(run_dir)
+    for model in MODELS:
+        right = [bm.style("humaneval", model, n) <= 6 and bm.humaneval_value(model, n) == bm.humaneval_shift(n)
+                 for n in names]
+        assert scores["datasets"]["openai_humaneval"][model]["accuracy"] == pct(right)
