@@ -217,7 +217,7 @@ def test_cmmlu_subjects_and_groups(tmp_path: Path, fleet: Path) -> None:
 
 
 def test_bundled_sets_run_and_bad_files_are_clear_errors(tmp_path: Path, fleet: Path) -> None:
-    for suite, n in (("arc", 20), ("hellaswag", 12)):
+    for suite, n in (("arc", 20), ("hellaswag", 12), ("bbh", 81), ("cmmlu", 134), ("humaneval", 12)):
         scores = scores_of(eval_(fleet, suite, None, tmp_path / suite) and tmp_path / suite)
         assert sum(cell[BASE]["n"] for cell in scores["datasets"].values()) == n
     bad = tmp_path / "he.jsonl"
