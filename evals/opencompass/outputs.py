@@ -66,9 +66,10 @@ def write_predictions(run_dir: Path, model: str, dataset: str, rows: Sequence[Ma
 
 
 def write_results(run_dir: Path, model: str, dataset: str, accuracy: float,
-                  details: Sequence[Mapping[str, Any]]) -> Path:
-    """details: {"prompt", "origin_prediction", "predictions", "references", "correct"} in dataset order."""
-    body = {"accuracy": accuracy, "details": {str(i): dict(d) for i, d in enumerate(details)}, "type": "GEN"}
+                  details: Sequence[Mapping[str, Any]], metric: str = "accuracy") -> Path:
+    """details: {"prompt", "origin_prediction", "predictions", "references", "correct"} in dataset order;
+    the score under `metric` (accuracy, bbh's score, humaneval_pass@1)."""
+    body = {metric: accuracy, "details": {str(i): dict(d) for i, d in enumerate(details)}, "type": "GEN"}
     path = run_dir / "results" / file_name(model) / f"{file_name(dataset)}.json"
     write_json(path, body)
     return path

@@ -94,7 +94,8 @@ def score_run(suite: OpenCompassSuite, records: Mapping[TaskId, dict[str, Any]],
     groups = [(g, [d for d in g.subsets if d in datasets]) for g in suite.groups(datasets)]
     groups = [(g, subsets) for g, subsets in groups if subsets]
     scores: dict[str, Any] = {
-        "suite": suite.name, "variant": suite.variant() or None, "version": version, "models": models,
+        "suite": suite.name, "variant": suite.variant() or None, "version": version, "metric": suite.metric,
+        "models": models,
         "baseline": models[0] if models else None, "counts": unit_counts(records, units),
         "datasets": {d: {m: cells.get((d, m), Cell()).to_json() for m in models} for d in datasets},
         "groups": {g.name: {"metric": g.metric, "datasets": len(subsets), "of": len(g.subsets),
@@ -130,16 +131,16 @@ def _write_outputs(suite: OpenCompassSuite, datasets: list[str], models: list[st
                                 "gold": suite.raw_gold(unit)})
             details.append({"prompt": prompt, "origin_prediction": record.get("prediction", ""),
                             "predictions": record.get("extracted", ""), "references": record.get("gold", ""),
-                            "correct": bool(record.get("correct"))})
+                            "correct": bool(record.get("correct")), **suite.detail_fields(record)})
         outputs.write_predictions(suite.run_dir, model, dataset, predictions)
-        outputs.write_results(suite.run_dir, model, dataset, cell.accuracy, details)
+        outputs.write_results(suite.run_dir, model, dataset, cell.accuracy, details, metric=suite.metric)
     rows = []
     for dataset in datasets:
         values = {m: cells.get((dataset, m), Cell()).accuracy for m in models}
         if all(v is None for v in values.values()):
             rows.append(outputs.SummaryRow(dataset, "-", "-", "-", {}))
         else:
-            rows.append(outputs.SummaryRow(dataset, version, "accuracy", suite.mode, values))
+            rows.append(outputs.SummaryRow(dataset, suite.dataset_version(dataset), suite.metric, suite.mode, values))
     if suite.csv_groups():
         for group, subsets in groups:
             if len(subsets) == len(group.subsets):  # OpenCompass has no row for a group missing a subset

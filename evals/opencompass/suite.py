@@ -73,6 +73,7 @@ class OpenCompassSuite(BaseSuite):
     calls_per_task = 1
     summary_fields = ("correct",)
     mode = "gen"
+    metric = "accuracy"  # the metric name OpenCompass's evaluator gives this suite's score
 
     def __init__(self) -> None:
         self.models: list[str] = []
@@ -102,6 +103,18 @@ class OpenCompassSuite(BaseSuite):
 
     def version_templates(self) -> list[str]:
         return sorted(self.templates)
+
+    def dataset_version(self, dataset: str) -> str:
+        """The summary CSV's version of one dataset (a suite whose datasets differ in prompt overrides it)."""
+        return self.version()
+
+    def detail_fields(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Extra per-row fields of results/<model>/<dataset>.json's details (humaneval: its `result`)."""
+        return {}
+
+    async def evaluate(self, unit: Sample, extracted: str, gold: str, ctx: TaskContext) -> dict[str, Any]:
+        """The record's `correct` and whatever else the evaluator reports (humaneval runs the program)."""
+        return {"correct": self.is_correct(extracted, gold)}
 
     def variant(self) -> str:
         return ""
@@ -156,7 +169,7 @@ class OpenCompassSuite(BaseSuite):
         gold = self.gold(unit)
         return {"model": unit["model"], "sample": unit["sample"], "dataset": self.dataset_of(unit),
                 "prediction": prediction, "extracted": extracted, "gold": gold,
-                "correct": self.is_correct(extracted, gold), "finish_reason": result.finish_reason,
+                **await self.evaluate(unit, extracted, gold, ctx), "finish_reason": result.finish_reason,
                 "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens}}
 
     def prediction(self, result: ChatResult) -> str:

@@ -1,4 +1,5 @@
 r"""What the simulated engine answers to gsm8k- and mmlu-shaped prompts: pure functions of strings.
+(humaneval, bbh, hellaswag, ARC and cmmlu prompts: benchmark_more.py, the same persona scheme.)
 
 Tests import these to know every reply, and so, through OpenCompass's extraction, the exact
 accuracy of each model. *The persona* is the request's ``model`` (the sim fills in its served name
@@ -40,7 +41,8 @@ import hashlib
 
 GSM8K = "benchmark_gsm8k"
 MMLU = "benchmark_mmlu"
-ROLES = (GSM8K, MMLU)
+MORE_ROLES = ("benchmark_humaneval", "benchmark_bbh", "benchmark_hellaswag", "benchmark_arc", "benchmark_cmmlu")
+ROLES = (GSM8K, MMLU, *MORE_ROLES)  # the last five: benchmark_more.py
 LETTERS = "ABCD"
 ZERO_SHOT = "0shot"
 FIVE_SHOT = "5shot"
@@ -64,7 +66,12 @@ def _option_block(lines: list[str]) -> tuple[int, str] | None:
 
 
 def kind(text: str) -> str | None:
-    """GSM8K, MMLU or None for the text of a request's last user message."""
+    """GSM8K, MMLU, one of benchmark_more's kinds, or None for the text of a request's last user message."""
+    from orchestra_ops.services.simllm import benchmark_more
+
+    more = benchmark_more.kind(text)
+    if more is not None:
+        return more
     lines = text.rstrip().splitlines()
     block = _option_block(lines)
     if block is not None:
@@ -168,6 +175,10 @@ def mmlu_reply(model: str, question: str, variant: str = ZERO_SHOT) -> str:
 
 def answer_text(role: str, model: str, text: str) -> str:
     """The reply of persona `model` to a benchmark prompt whose last user message is `text`."""
+    if role in MORE_ROLES:
+        from orchestra_ops.services.simllm import benchmark_more
+
+        return benchmark_more.answer_text(role, model, text)
     if role == MMLU:
         question, variant = mmlu_question(text)
         return mmlu_reply(model, question, variant)
