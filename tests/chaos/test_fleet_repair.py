@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from orchestra_ops import procs
 from tests.integration.test_fleet import BACKENDS, Harness
 from tests.simserver import SimServer
 
@@ -33,9 +35,15 @@ def _pids(harness: Harness, name: str) -> dict[str, int]:
 
 
 def _kill9(pid: int) -> None:
-    proc = psutil.Process(pid)
+    """SIGKILL, then wait until it is dead as ops sees it: gone, or a zombie its parent (the tmux
+    server, for a tmux pane) has not reaped yet. psutil's wait() on a non-child waits for the reaping,
+    which a loaded tmux server may do seconds later (this test was flaky on exactly that)."""
+    create_time = psutil.Process(pid).create_time()
     os.kill(pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while procs.is_alive(pid, create_time):
+        assert time.monotonic() < deadline, f"pid {pid} still alive 30 s after SIGKILL"
+        time.sleep(0.05)
 
 
 def _health(harness: Harness) -> dict[str, Any]:
