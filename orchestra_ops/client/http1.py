@@ -92,6 +92,9 @@ class Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        if 100 <= self._status < 200:  # an interim response (103 Early Hints …): the answer follows it
+            self._status, self._headers, self._body, self._headers_done = 0, {}, [], False
+            return
         self.reusable = self._parser.should_keep_alive()
         self._finish()
 

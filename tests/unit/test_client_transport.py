@@ -135,11 +135,13 @@ def test_requests_reuse_one_connection_and_carry_body_and_headers() -> None:
     run(main)
 
 
-def test_chunked_and_close_delimited_bodies_and_connection_close() -> None:
+def test_chunked_interim_and_close_delimited_bodies_and_connection_close() -> None:
     def script(conn: int, n: int, request: bytes) -> bytes:
         if b"/chunked" in request:
             return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nX-A: 2\r\n\r\n"
                     b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+        if b"/interim" in request:
+            return b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + ok(b"after the hint")
         if b"/eof" in request:
             return b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"
         return ok(b"closing", b"Connection: close\r\n")
@@ -150,15 +152,17 @@ def test_chunked_and_close_delimited_bodies_and_connection_close() -> None:
             base = f"http://127.0.0.1:{port}"
             chunked = await transport.get(rep, f"{base}/chunked", 5.0)
             again = await transport.get(rep, f"{base}/chunked", 5.0)
+            interim = await transport.get(rep, f"{base}/interim", 5.0)
             eof = await transport.get(rep, f"{base}/eof", 5.0)
             closing = await transport.post(rep, f"{base}/close", b"{}", JSON, 5.0)
             after = await transport.post(rep, f"{base}/close", b"{}", JSON, 5.0)
             await transport.close()
         assert chunked.body == again.body == b"hello world" and chunked.headers["X-A"] == "1, 2"
+        assert (interim.status, interim.body, "Link" in interim.headers) == (200, b"after the hint", False)
         assert eof.body == b"until the end"
         assert closing.body == after.body == b"closing"
         # chunked keeps the connection; the close-delimited body and Connection: close end theirs
-        assert seen == [(1, 1), (1, 2), (1, 3), (2, 1), (3, 1)]
+        assert seen == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1), (3, 1)]
     run(main)
 
 
