@@ -5,8 +5,9 @@
 2. The pattern users are leaving: a ThreadPoolExecutor calling the OpenAI SDK behind a
    5-query-per-second token bucket (OpenCompass's OpenAISDK wrapper), 500 requests, same replicas.
 3. Resume: open a 50,000-line results.jsonl and compute the ids still to run.
-4. HTTP client: the same pool and chat call at concurrency 256 over one shared httpx AsyncClient
-   vs aiohttp with a connector per replica (the transport the engine uses).
+4. HTTP client: the same pool and chat call at concurrency 256 over one shared httpx AsyncClient,
+   aiohttp with a connector per replica, and keep-alive HTTP/1.1 per replica (client/http1.py, the
+   transport the engine uses).
 Client and servers share this machine's cores; the load average is printed. Never asserts; returns 0.
 """
 
@@ -33,7 +34,7 @@ from orchestra_ops.client.errors import TransportError
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.routing import from_model_config
-from orchestra_ops.client.transport import AiohttpTransport, Response, Transport
+from orchestra_ops.client.transport import AiohttpTransport, KeepAliveTransport, Response, Transport
 from orchestra_ops.runner.prepare import select_tasks
 from orchestra_ops.runner.results import ResultsStore
 from tests.simserver import SimServer
@@ -178,6 +179,7 @@ def main() -> int:
             config.write_text(json.dumps({"m": [{"ip_addr": "127.0.0.1", "port": s.port} for s in sims]}))
             ours = _ops_bench(config)
             bucket_rate, bucket_ok = _threads_with_bucket(sims)
+            keepalive = asyncio.run(_client_run(config, KeepAliveTransport()))
             aio = asyncio.run(_client_run(config, AiohttpTransport()))
             httpx_shared = asyncio.run(_client_run(config, SharedHttpxTransport()))
     finally:
@@ -198,7 +200,9 @@ def main() -> int:
           ["runs", "best s", "median s"], [[str(len(times)), f"{min(times):.3f}", f"{statistics.median(times):.3f}"]])
     table(f"4. HTTP client at concurrency {CONCURRENCY}, {CLIENT_REQUESTS} requests, same pool and chat call",
           ["transport", "req/s", "of bound", "client CPU us/request"],
-          [["aiohttp, a connector per replica (used)", f"{aio[0]:,.1f}", f"{aio[0] / BOUND:.2f}", f"{aio[1]:.0f}"],
+          [["keep-alive HTTP/1.1 + httptools per replica (used)", f"{keepalive[0]:,.1f}",
+            f"{keepalive[0] / BOUND:.2f}", f"{keepalive[1]:.0f}"],
+           ["aiohttp, a connector per replica", f"{aio[0]:,.1f}", f"{aio[0] / BOUND:.2f}", f"{aio[1]:.0f}"],
            ["one shared httpx.AsyncClient", f"{httpx_shared[0]:,.1f}", f"{httpx_shared[0] / BOUND:.2f}",
             f"{httpx_shared[1]:.0f}"]])
     print(f"load average after: {os.getloadavg()[0]:.2f}")

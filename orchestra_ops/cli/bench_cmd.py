@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import click
 
 from orchestra_ops.cli.render import echo_json, print_table
@@ -39,6 +37,7 @@ def bench(target: str, topology: str | None, model_config: str | None, concurren
     # imported here so `ops --help` does not load aiohttp
     from orchestra_ops.client.capacity import knee, run_capacity
     from orchestra_ops.client.fleet import Fleet
+    from orchestra_ops.client.loop import run
     from orchestra_ops.client.retry import RetryPolicy
     from orchestra_ops.client.sources import load_routing
     from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
@@ -48,7 +47,7 @@ def bench(target: str, topology: str | None, model_config: str | None, concurren
     fleet = Fleet(routing, retry=RetryPolicy(attempts=attempts), request_timeout_s=timeout)
     soft, hard = raise_open_file_limit()
     check_concurrency(max(levels), fleet.replica_count([target]), soft, hard)
-    results = asyncio.run(run_capacity(fleet, target, levels, requests=requests, max_tokens=max_tokens))
+    results = run(run_capacity(fleet, target, levels, requests=requests, max_tokens=max_tokens))
     flat = knee(results) if len(results) > 1 else None
     if as_json:
         echo_json({"target": target, "results": [r.to_json() for r in results], "knee": flat})

@@ -15,7 +15,7 @@ from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing, Target
-from orchestra_ops.client.transport import AiohttpTransport, Transport
+from orchestra_ops.client.transport import KeepAliveTransport, Transport
 from orchestra_ops.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class Fleet:
         self._limits: dict[str, int] = {}
         self.replica_cap = replica_cap
         self.unavailable_wait_s = unavailable_wait_s
-        self.transport: Transport = transport or AiohttpTransport()
+        self.transport: Transport = transport or KeepAliveTransport()
         self.on_call = on_call
         self._clients: dict[str, ModelClient] = {}
 

@@ -359,5 +359,14 @@ async def _serve(config: SimConfig) -> None:
 
 
 def serve(config: SimConfig) -> None:
-    """Run the simulated engine in the foreground until SIGTERM/SIGINT (or --crash-after)."""
-    asyncio.run(_serve(config))
+    """Run the simulated engine in the foreground until SIGTERM/SIGINT (or --crash-after).
+
+    On uvloop when it is installed: about 20 % less CPU per request than asyncio's own loop
+    (bench/bench_ops_bench.py), so that a sim is never what limits a benchmark of the client.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(config))
+        return
+    uvloop.run(_serve(config))
