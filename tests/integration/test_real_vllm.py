@@ -360,7 +360,8 @@ def test_prompt_over_max_model_len_is_one_400_never_retried(fleet: Fleet) -> Non
                        + json.dumps({"id": "short", "prompt": "hello", "params": {"max_tokens": 4}}) + "\n")
     run = fleet.ops("eval", "chat", "--dataset", str(dataset), "--model", "tiny", "--topology", NAME,
                     "--max-retries", "3", "--no-analyze", "--run-dir", "runs/long")
-    assert run.returncode != 0  # a failed unit fails the eval
+    assert run.returncode == 0, run.stdout + run.stderr  # the eval ran; the failure is the unit's, recorded
+    assert "answered 1 of 2 prompts (1 failed, 0 without a result)" in run.stdout
     records = {r["id"]: r for r in _read_jsonl(fleet.cwd / "runs/long/results.jsonl")}
     assert sorted(records) == ["long", "short"]
     assert records["short"]["status"] == "ok"
@@ -405,7 +406,9 @@ def test_bad_engine_arg_fails_before_launch_with_vllms_message(fleet: Fleet, tmp
     port = free_port_block(2)
     bad = write_topology(tmp_path / "bad.yaml", "realvllm-bad", port, None, ("--dtype", "float13"))
     lines = bad.read_text().splitlines()
-    line = next(i for i, text in enumerate(lines, 1) if "float13" in text)
+    # the topology's own `--dtype float32`, then the override vLLM refuses: ops names the override's line
+    line = [i for i, text in enumerate(lines, 1) if text.strip() == "- --dtype"][-1]
+    assert lines[line].strip() == "- float13"
     up = fleet.ops("up", str(bad))
     assert up.returncode == 2, up.stdout + up.stderr
     message = up.stderr
