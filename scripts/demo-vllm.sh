@@ -23,6 +23,13 @@ with open(demo / "vllm_questions.jsonl", "w") as f:
     for i in range(16):
         f.write(json.dumps({"id": f"v{i:02d}", "prompt": f"In one word, what limits the KV cache? ({i})",
                             "params": {"max_tokens": 16}}) + "\n")
+# hle: the bundled synthetic questions short enough for the tiny model's 2048-token context once the tools
+# (~1,700 of its tokens) are in the prompt; a longer one is a 400 from vLLM, recorded as context_length
+with open("evals/data/hle_synthetic.jsonl") as src, open(demo / "hle_short.jsonl", "w") as f:
+    for line in src:
+        sample = json.loads(line)
+        if not sample.get("image") and len(sample["question"]) <= 200:
+            f.write(line)
 PY
 
 if [ ! -f "$INDEX/eval.index" ]; then  # the bundled synthetic corpus the hle run searches
@@ -48,7 +55,7 @@ trap '"${OPS[@]}" down '"$NAME"' || true; echo "demo-vllm: $(( $(date +%s) - sta
 # topology's VLLM_ENFORCE_STRICT_TOOL_CALLING=0 + xgrammar without whitespace; here tool_choice required,
 # parallel_tool_calls false, enough max_tokens to close the call), every context budget small enough for
 # the tools + prompt to fit max_model_len 2048. Each task ends answered or out of rounds.
-"${OPS[@]}" eval hle --topology "$NAME" --limit 6 --max-rounds 3 --run-dir runs/hle-vllm-demo --resume \
+"${OPS[@]}" eval hle --topology "$NAME" --dataset "$DEMO/hle_short.jsonl" --limit 6 --max-rounds 3 --run-dir runs/hle-vllm-demo --resume \
   --no-analyze \
   --sampling orchestrator.tool_choice=required --sampling orchestrator.parallel_tool_calls=false \
   --sampling orchestrator.max_tokens=64 --sampling orchestrator.temperature=0 \
