@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -143,7 +144,7 @@ def main() -> int:
             load = os.getloadavg()[0]
             results: dict[str, list[tuple[float, float]]] = {"vllm": [], "minimal": [], "ops": []}
             for index in range(ROUNDS):  # alternately, so drifting load hits all alike
-                results["vllm"].append(_measured(port, lambda i=index: _vllm_bench(directory, port, input_len, i)))
+                results["vllm"].append(_measured(port, partial(_vllm_bench, directory, port, input_len, index)))
                 results["minimal"].append(_measured(port, lambda: asyncio.run(_minimal(port))))
                 results["ops"].append(_measured(port, lambda: _ops_bench(directory)))
                 print(f"round {index + 1}: " + ", ".join(f"{k} {v[-1][0]:.1f} req/s ({v[-1][1]:.1f} tok/req)"
