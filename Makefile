@@ -46,5 +46,8 @@ bench: setup
 demo: setup
 	bash scripts/demo.sh
 
+demo-vllm: setup tiny-model
+	bash scripts/demo-vllm.sh
+
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(TINY) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -200,14 +200,34 @@ def problems(checks: Sequence[VllmCheck], doc: PositionedYaml, topology: Topolog
             continue
         path: tuple[str | int, ...] = ("models", check.group)
         args = topology.models[check.group].engine_args if check.group in topology.models else []
-        for index, arg in enumerate(args):
-            flag = arg.split("=", 1)[0]
-            if flag.startswith("-") and re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", check.error or ""):
-                path = ("models", check.group, "engine_args", index)
-                break
+        index = _named_arg(args, check.error or "")
+        if index is not None:
+            path = ("models", check.group, "engine_args", index)
         lines.append(doc.where(path, f"vLLM {check.version or '(version unknown)'} on node {check.node} refuses "
                                      f"the command of {check.process}: {check.error}"))
     return lines
+
+
+def _named_arg(args: Sequence[str], error: str) -> int | None:
+    """The engine_args entry vLLM's message names: of the flags it names, the one whose value it quotes first
+    (a refused value comes before the valid choices argparse lists), else the first flag it names.
+    A flag may repeat (a topology's `--dtype float32`, then an override `--dtype float13`): the line to fix is
+    the refused one, not the first `--dtype`."""
+    named: list[int] = []
+    quoted: list[tuple[int, int]] = []  # (where the message quotes the value, index)
+    for index, arg in enumerate(args):
+        flag, sep, value = arg.partition("=")
+        if not flag.startswith("-") or not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", error):
+            continue
+        named.append(index)
+        if not sep and index + 1 < len(args) and not args[index + 1].startswith("-"):
+            value = args[index + 1]
+        found = [at for at in (error.find(f"'{value}'"), error.find(f'"{value}"')) if at >= 0] if value else []
+        if found:
+            quoted.append((min(found), index))
+    if quoted:
+        return min(quoted)[1]
+    return named[0] if named else None
 
 
 def versions(checks: Sequence[VllmCheck]) -> dict[str, str]:

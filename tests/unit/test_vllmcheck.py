@@ -73,3 +73,29 @@ def test_a_refusal_points_at_the_engine_arg_vllm_names(tmp_path: Path) -> None:
         f"{path}:11: models.n: vLLM (version unknown) on node cpu refuses the command of n/0: "
         "cannot import vllm: ImportError: x"]
     assert vllmcheck.versions(checks) == {"cpu": "0.32.0"}
+
+
+def test_a_repeated_flag_points_at_the_occurrence_whose_value_vllm_refuses(tmp_path: Path) -> None:
+    """What real vLLM 0.32 answers for `--dtype float32 … --dtype float13` (argparse checks every occurrence)."""
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: t
+        nodes:
+          cpu: {host: localhost, gpus: 0}
+        models:
+          m:
+            model: /m
+            node: cpu
+            gpus_per_replica: 0
+            port: 9000
+            engine_args:
+              - --dtype
+              - float32
+              - --enforce-eager
+              - --dtype=float13
+        """))
+    error = ("vllm serve: error: argument --dtype: invalid choice: 'float13' (choose from 'auto', 'bfloat16', "
+             "'float', 'float16', 'float32', 'half')")
+    checks = [VllmCheck("m/0", "m", "cpu", False, "0.32.0+cpu", error)]
+    assert vllmcheck.problems(checks, load_positioned(path), load_topology(path)) == [
+        f"{path}:14: models.m.engine_args.3: vLLM 0.32.0+cpu on node cpu refuses the command of m/0: {error}"]
