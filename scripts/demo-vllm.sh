@@ -10,7 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OPS=(.venv/bin/ops)
 DEMO=demo
-INDEX=.ops/local/index   # the retrieval index hle searches (the same one `make demo` builds)
 TOPOLOGY=topologies/vllm_cpu.yaml
 NAME=vllm-cpu
 mkdir -p "$DEMO"
@@ -32,10 +31,7 @@ with open("evals/data/hle_synthetic.jsonl") as src, open(demo / "hle_short.jsonl
             f.write(line)
 PY
 
-if [ ! -f "$INDEX/eval.index" ]; then  # the bundled synthetic corpus the hle run searches
-  "${OPS[@]}" index build evals/data/agent_corpus.jsonl --out "$INDEX"
-fi
-
+# the retrieval index hle searches is built from the bundled corpus at the first `ops up` (corpus: in the topology)
 "${OPS[@]}" plan --check "$TOPOLOGY"
 trap '"${OPS[@]}" down '"$NAME"' || true; echo "demo-vllm: $(( $(date +%s) - started )) s in all"' EXIT
 "${OPS[@]}" up "$TOPOLOGY"
