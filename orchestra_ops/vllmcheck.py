@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestra_ops import vllmcheck_cache
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.errors import TopologyError
@@ -149,9 +150,14 @@ def parse_answer(code: int, stdout: str, stderr: str) -> tuple[bool, str | None,
 
 
 def run_here(cwd: Path) -> Runner:
-    """Run checks on this machine, in `cwd`, with the replica's environment over ours."""
+    """Run checks on this machine, in `cwd`, with the replica's environment over ours; a command this
+    vLLM accepted before is not asked again (vllmcheck_cache.py)."""
 
     def run(item: CheckRun) -> tuple[int, str, str]:
+        key = vllmcheck_cache.cache_key(item.spec.argv, item.spec.env, cwd)
+        version = vllmcheck_cache.accepted(key) if key else None
+        if version is not None:
+            return 0, MARKER + json.dumps({"ok": True, "version": version, "error": None, "cached": True}), ""
         env = {**os.environ, **item.spec.env}
         try:
             done = subprocess.run(item.argv, cwd=cwd, env=env, capture_output=True, text=True,
@@ -160,6 +166,9 @@ def run_here(cwd: Path) -> Runner:
             return 124, "", f"vLLM did not answer the check within {CHECK_TIMEOUT_S:.0f} s"
         except OSError as exc:
             return 127, "", str(exc)
+        ok, version, _ = parse_answer(done.returncode, done.stdout, done.stderr)
+        if ok and version and key:
+            vllmcheck_cache.remember(key, version)
         return done.returncode, done.stdout, done.stderr
 
     return run

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from orchestra_ops import vllmcheck
 from orchestra_ops.topology import load_topology
@@ -99,3 +102,48 @@ def test_a_repeated_flag_points_at_the_occurrence_whose_value_vllm_refuses(tmp_p
     checks = [VllmCheck("m/0", "m", "cpu", False, "0.32.0+cpu", error)]
     assert vllmcheck.problems(checks, load_positioned(path), load_topology(path)) == [
         f"{path}:14: models.m.engine_args.3: vLLM 0.32.0+cpu on node cpu refuses the command of m/0: {error}"]
+
+
+def _counting_vllm(tmp_path: Path, ok: bool) -> Path:
+    """A `vllm` whose 'python' appends a line to `calls` each time it is asked, then answers."""
+    python = tmp_path / "py"
+    answer = '{"ok": true, "version": "9.9", "error": null}' if ok else '{"ok": false, "version": "9.9", "error": "no"}'
+    python.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'calls'}\necho 'OPS_VLLM_CHECK {answer}'\n")
+    python.chmod(0o755)
+    vllm = tmp_path / "vllm"
+    vllm.write_text(f"#!{python}\n")
+    vllm.chmod(0o755)
+    return vllm
+
+
+def _check(vllm: Path, port: int, cwd: Path, **env: str) -> VllmCheck:
+    from orchestra_ops.plan import ProcessSpec
+
+    spec = ProcessSpec(name="m/0", group="m", kind="vllm", node="cpu", host="127.0.0.1", bind_host="127.0.0.1",
+                       port=port, gpus=(), argv=(str(vllm), "serve", "/m", "--port", str(port)), env=env,
+                       log="x.log", served_model_name="m", ulimit_nofile=1024, endpoint_key="m")
+    return vllmcheck.check_specs([spec], {"cpu": vllmcheck.run_here(cwd)})[0]
+
+
+def test_an_accepted_command_is_not_asked_again_until_vllm_or_the_command_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPS_HOME", str(tmp_path / "home"))
+    vllm = _counting_vllm(tmp_path, ok=True)
+    calls = tmp_path / "calls"
+    first = _check(vllm, 9000, tmp_path, VLLM_CPU_OMP_THREADS_BIND="0")
+    again = _check(vllm, 9100, tmp_path, VLLM_CPU_OMP_THREADS_BIND="1")  # other port and core: the same command
+    assert (first.ok, first.version, again.ok, again.version) == (True, "9.9", True, "9.9")
+    assert calls.read_text().count("x") == 1
+    _check(vllm, 9000, tmp_path, VLLM_USE_V2="1")  # another environment: asked
+    assert calls.read_text().count("x") == 2
+    os.utime(vllm, ns=(1, 1))  # vLLM reinstalled (pip rewrites the console script): asked again
+    _check(vllm, 9000, tmp_path, VLLM_CPU_OMP_THREADS_BIND="0")
+    assert calls.read_text().count("x") == 3
+
+
+def test_a_refusal_is_asked_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPS_HOME", str(tmp_path / "home"))
+    vllm = _counting_vllm(tmp_path, ok=False)
+    results = [_check(vllm, 9000, tmp_path) for _ in range(2)]
+    assert [(r.ok, r.error) for r in results] == [(False, "no"), (False, "no")]
+    assert (tmp_path / "calls").read_text().count("x") == 2
