@@ -62,8 +62,8 @@ def test_two_models_are_refused_by_the_chat_suite(tmp_path: Path) -> None:
 def test_an_unknown_suite_lists_the_suites() -> None:
     out = run_ops(["eval", "nope"])
     assert out.returncode == 2
-    assert "unknown suite 'nope'; suites: arc, bbh, chat, cmmlu, frames, gsm8k, healthbench, hellaswag, hle, humaneval, "
-            "mmlu, tau2\n" in out.stderr
+    assert ("unknown suite 'nope'; suites: arc, bbh, chat, cmmlu, frames, gsm8k, healthbench, hellaswag, hle, "
+            "humaneval, mmlu, tau2\n") in out.stderr
 
 
 def _routing(port: int, timeout: float | None = None) -> Routing:
