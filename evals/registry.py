@@ -12,6 +12,7 @@ SUITES: dict[str, str] = {
     "chat": "chat:ChatSuite",
     "gsm8k": "opencompass.gsm8k:Gsm8kSuite",
     "mmlu": "opencompass.mmlu:MmluSuite",
+    "opencompass": "multi_opencompass:OpenCompassMultiSuite",  # several opencompass.* suites in one run
     "healthbench": "healthbench:HealthBenchSuite",
     "hle": "hle:HleSuite",
     "frames": "frames:FramesSuite",

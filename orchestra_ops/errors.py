@@ -10,6 +10,7 @@ and prints its message (no traceback)::
     ├── LaunchError               exit 3   a process would not start, a port is taken
     │   └── ReadinessError        exit 3   a process died or timed out before serving
     ├── EvalError                 exit 4   an eval could not run or finish
+    ├── RunTimeout                exit 124 a run hit its wall-clock limit (what finished is kept; rerun resumes)
     └── Interrupted               exit 130 Ctrl-C, after a clean shutdown
 """
 
@@ -58,6 +59,12 @@ class EvalError(OpsError):
     """An eval could not run or finish."""
 
     exit_code = 4
+
+
+class RunTimeout(OpsError):
+    """A run reached its wall-clock limit; everything that finished is stored, so a rerun resumes."""
+
+    exit_code = 124
 
 
 class Interrupted(OpsError):

@@ -33,8 +33,17 @@ class Controller:
 
     stopping: bool = False
     aborted: bool = False
+    timed_out: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     on_stop: Callable[[str], None] | None = None
+
+    def time_out(self) -> None:
+        """The run's wall-clock limit: start nothing more and abandon what is in flight (resume reruns it)."""
+        self.timed_out = True
+        if self.on_stop:
+            self.on_stop("time limit reached")
+        while not self.aborted:
+            self.interrupt()
 
     def interrupt(self) -> None:
         if not self.stopping:

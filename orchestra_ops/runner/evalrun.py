@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.cache import ResponseCache, cache_counts, cache_entry
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
-from orchestra_ops.errors import Interrupted
+from orchestra_ops.errors import Interrupted, RunTimeout
 from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
@@ -56,8 +57,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     `progress`: the counters to update (a live display may be reading them); default: a new one.
     """
     options = run.options
+    cache = ResponseCache(options.cache, sampled=options.cache_sampled) if options.cache else None
     fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
-                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s)
+                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
+                  cache=cache)
     for name, cap in run.suite.limits(run.suite_options).items():
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
@@ -67,6 +70,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                                  "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
                                  "suite_options": run.suite_options, "exec_unsafe": options.exec_unsafe,
                                  "templates": {n: t.to_json() for n, t in run.templates.items()},
+                                 **cache_entry(cache, read_run_info(run.run_dir)),
                                  **run_manifest(run, read_run_info(run.run_dir))})
     profile = ProfileWriter(run.run_dir)
     progress = progress or Progress(total=len(run.todo))
@@ -87,16 +91,25 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
              f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
     progress.started_at = time.monotonic()
     controller = Controller(on_stop=tee.line)
+    if cache is not None:
+        tee.line(f"response cache {cache.path} ({'every request' if cache.sampled else 'temperature 0 only'})")
     start = time.monotonic()
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox))
     finally:
         run.store.close()
         profile.close()
+        if cache is not None:
+            cache.close()
     elapsed = time.monotonic() - start
     tee.line(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
+    if controller.timed_out:
+        missing = len(run.samples) - len(run.store.finished_ids)
+        raise RunTimeout(f"the run reached its {options.wall_timeout_s:g} s limit after {progress.finished} "
+                         f"task(s); {missing} unit(s) have no result; rerun the same command to resume "
+                         f"(run dir {run.run_dir})")
     if controller.stopping:
         missing = len(run.samples) - len(run.store.finished_ids)
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
@@ -108,6 +121,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     if summary.scores is not None:
         for line in run.suite.score_lines(summary.scores):
             tee.line(line)
+        if summary.scores.get("cache"):
+            counts = summary.scores["cache"]
+            tee.line(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
+                     f"{counts['model_calls']} by a model")
         tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
     return summary
 
@@ -118,6 +135,8 @@ def write_scores(run: PreparedRun) -> dict[str, Any] | None:
     records = {sample_id(s): final[sample_id(s)] for s in run.samples if sample_id(s) in final}
     scores = run.suite.score(records, run.samples)
     if scores is not None:
+        if (read_run_info(run.run_dir) or {}).get("cache_used"):
+            scores["cache"] = cache_counts(run.run_dir)
         atomic_write_text(run.run_dir / SCORES_FILE, json.dumps(scores, indent=2, default=str) + "\n")
     return scores
 
@@ -141,6 +160,8 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
         ticker = loop.create_task(_tick(run, progress, tee, profile))
+        if run.options.wall_timeout_s is not None:
+            loop.call_later(run.options.wall_timeout_s, controller.time_out)
         try:
             await fleet.discover_limits(run.names)
             def done(record: Record, elapsed: float) -> None:
