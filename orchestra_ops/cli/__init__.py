@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "down": "down_cmd:down",
     "restart": "restart_cmd:restart",
     "lora": "lora_cmd:lora",
+    "posttrain": "posttrain_cmd:posttrain",
 }
 
 

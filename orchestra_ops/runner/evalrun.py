@@ -107,9 +107,8 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
     if controller.timed_out:
         missing = len(run.samples) - len(run.store.finished_ids)
-        raise RunTimeout(f"the run reached its {options.wall_timeout_s:g} s limit after {progress.finished} "
-                         f"task(s); {missing} unit(s) have no result; rerun the same command to resume "
-                         f"(run dir {run.run_dir})")
+        raise RunTimeout(f"the time limit was reached after {progress.finished} task(s); {missing} unit(s) have "
+                         f"no result; rerun the same command to resume (run dir {run.run_dir})")
     if controller.stopping:
         missing = len(run.samples) - len(run.store.finished_ids)
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
