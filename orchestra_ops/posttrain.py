@@ -93,7 +93,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
     fleet_started = False
     try:
         if options.up:
-            _bring_up(options, console)
+            _bring_up(options, topology, console)
             fleet_started = True
         _load(name, adapter_dir, options, topology)
         try:
@@ -122,9 +122,16 @@ def _topology_name(options: PosttrainOptions) -> str:
     return options.topology
 
 
-def _bring_up(options: PosttrainOptions, console: Callable[[str], None] | None) -> None:
+def _bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], None] | None) -> None:
+    """`ops up`; a fleet that is up already (a rerun after a time-out without --down) is used as it is."""
     from orchestra_ops import fleet
+    from orchestra_ops.paths import state_path
+    from orchestra_ops.state import read_state
 
+    if state_path(topology).is_file() and read_state(topology).status == "up":
+        if console:
+            console(f"fleet '{topology}' is up already; using it")
+        return
     result = fleet.up(options.topology, fleet.UpOptions(replace=False))
     if console:
         console(f"fleet '{result.state.name}' is up ({result.endpoints_file})")
