@@ -39,7 +39,7 @@ class Harness:
     def ops(self, *args: str, timeout: float = 300) -> Any:
         return run_ops(list(args), env=self.env, cwd=self.cwd, timeout=timeout)
 
-    def topology(self, latency_ms: int = 1, replicas: int = 2) -> Path:
+    def topology(self, latency_ms: int = 1, replicas: int = 2, **model: Any) -> Path:
         port = free_port_block(replicas)
         path = self.cwd / "pt.yaml"
         path.write_text(yaml.safe_dump({
@@ -47,7 +47,7 @@ class Harness:
             "nodes": {"cpu": {"host": "localhost", "gpus": 0}},
             "models": {"base": {"model": BASE, "engine": "sim", "node": "cpu", "replicas": replicas,
                                 "gpus_per_replica": 0, "port": port, "runtime_lora": True,
-                                "sim": {"latency_ms": latency_ms}}}}))
+                                "sim": {"latency_ms": latency_ms}, **model}}}))
         self.ports = [port + i for i in range(replicas)]
         return path
 
@@ -197,3 +197,19 @@ def test_bad_input_is_exit_2_before_anything_runs(harness: Harness, tmp_path: Pa
     assert shape.returncode == 2 and "expected NAME=DIR" in shape.stderr
     assert "Traceback" not in bad.stderr + missing.stderr + shape.stderr
     assert not (tmp_path / "home" / "pt" / "state.json").exists()  # nothing was started
+
+
+def test_units_that_fail_are_exit_4_with_the_rest_kept(harness: Harness, tmp_path: Path) -> None:
+    topology = harness.topology(max_model_len=64)  # gsm8k's 4-shot prompt does not fit: every call fails
+    make_adapter(tmp_path / "ft")
+    proc = harness.ops("posttrain", "--topology", str(topology), "--up", "--down", "--model", "base",
+                       "--adapter", "ft=ft", "--datasets", "gsm8k", "--sample", "3")
+    assert proc.returncode == 4, proc.stderr
+    assert "error: gsm8k: no score (units failed or are missing" in proc.stderr
+    run_dir = tmp_path / "runs" / "posttrain-ft-pt"
+    result = json.loads((run_dir / "posttrain.json").read_text())
+    assert (result["verdict"], result["incomplete"]) == ("incomplete", ["gsm8k"])
+    assert result["datasets"]["gsm8k"]["base"] is None and result["datasets"]["gsm8k"]["verdict"] is None
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert [(r["status"], r["error_type"]) for r in records] == [("error", "prompt_too_long")] * 6
+    assert json.loads((tmp_path / "home" / "pt" / "state.json").read_text())["status"] == "down"
