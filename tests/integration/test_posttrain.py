@@ -213,3 +213,27 @@ def test_units_that_fail_are_exit_4_with_the_rest_kept(harness: Harness, tmp_pat
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert [(r["status"], r["error_type"]) for r in records] == [("error", "prompt_too_long")] * 6
     assert json.loads((tmp_path / "home" / "pt" / "state.json").read_text())["status"] == "down"
+
+
+def test_the_python_call_returns_the_dict_and_raises_ours(harness: Harness, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestra_ops.api import posttrain
+    from orchestra_ops.errors import ConfigError, OpsError
+
+    monkeypatch.setenv("OPS_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    topology = harness.topology()
+    make_adapter(tmp_path / "adapters" / POOR)
+    with pytest.raises(ConfigError, match="unknown option 'max_dorp'"):
+        posttrain(topology=str(topology), model="base", adapter=f"{POOR}=adapters/{POOR}", max_dorp=2.0)
+    with pytest.raises(ConfigError, match="--max-drop -1: must be 0 or more points"):
+        posttrain(topology=str(topology), model="base", adapter=f"{POOR}=adapters/{POOR}", max_drop=-1.0)
+    try:
+        result = posttrain(topology=str(topology), model="base", adapter=f"{POOR}=adapters/{POOR}",
+                           datasets=["gsm8k"], up=True, down=True, max_drop=1.0)
+    except OpsError as exc:  # pragma: no cover - shown on failure
+        pytest.fail(f"posttrain raised {exc!r}")
+    assert result["verdict"] == "block"
+    assert_rows(result["datasets"], {"gsm8k": expected_rows(POOR, 1.0)["gsm8k"]})
+    assert json.loads((tmp_path / "runs" / f"posttrain-{POOR}-pt" / "posttrain.json").read_text()) == result
+    assert json.loads((tmp_path / "home" / "pt" / "state.json").read_text())["status"] == "down"
