@@ -176,10 +176,11 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
               console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
     from orchestra_ops.runner.evalrun import open_tee, run_eval
     from orchestra_ops.runner.prepare import EvalOptions, prepare
-    from orchestra_ops.runner.results import ResultsStore
+    from orchestra_ops.runner.results import RESULTS_FILE
 
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(adapter, topology)
-    again = bool(ResultsStore(run_dir).lines) if run_dir.is_dir() else False
+    results = run_dir / RESULTS_FILE
+    again = results.is_file() and results.stat().st_size > 0  # a rerun continues the run dir
     suite_options: dict[str, Any] = {"datasets": ",".join(datasets)}
     if options.dataset_dirs:
         suite_options["dataset_dirs"] = [f"{k}={v}" for k, v in options.dataset_dirs.items()]
