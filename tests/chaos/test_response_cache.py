@@ -15,10 +15,15 @@ from orchestra_ops.client.cache import ResponseCache, request_key
 from tests.helpers import REPO
 
 WRITER = """
-import sys
+import pathlib, sys, time
 from orchestra_ops.client.cache import ResponseCache, request_key
-path, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+path, who, count, writers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 cache = ResponseCache(path)
+gate = pathlib.Path(path).parent
+(gate / f"ready-{who}").touch()
+deadline = time.monotonic() + 120
+while len(list(gate.glob("ready-*"))) < writers and time.monotonic() < deadline:
+    time.sleep(0.005)  # every writer starts writing together
 for i in range(count):
     for key_of in (f"{who}-{i}", f"shared-{i}"):  # its own keys, and keys every writer writes
         body = {"model": "m", "messages": [{"role": "user", "content": key_of}], "temperature": 0}
@@ -61,8 +66,8 @@ def integrity(path: Path) -> str:
 
 def test_many_processes_write_one_cache_file_at_once(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
-    writers, count = 4, 150
-    procs = [spawn(WRITER, str(path), f"w{n}", str(count)) for n in range(writers)]
+    writers, count = 4, 1000
+    procs = [spawn(WRITER, str(path), f"w{n}", str(count), str(writers)) for n in range(writers)]
     try:
         outputs = [p.communicate(timeout=240) for p in procs]
     finally:
