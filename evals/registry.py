@@ -17,6 +17,7 @@ SUITES: dict[str, str] = {
     "hellaswag": "opencompass.hellaswag:HellaswagSuite",
     "arc": "opencompass.arc:ArcSuite",
     "cmmlu": "opencompass.cmmlu:CmmluSuite",
+    "opencompass": "multi_opencompass:OpenCompassMultiSuite",  # several opencompass.* suites in one run
     "healthbench": "healthbench:HealthBenchSuite",
     "hle": "hle:HleSuite",
     "frames": "frames:FramesSuite",

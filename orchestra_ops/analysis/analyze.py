@@ -67,7 +67,8 @@ class Analysis:
 
 def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]:
     profile = run.profile
-    calls = profile.model_calls
+    calls = [c for c in profile.model_calls if not c.cached]  # a cache hit is no model call: no latency
+    cache_hits = len(profile.model_calls) - len(calls)
     metrics = _metrics(run)
     busy = busy_seconds([(c.start, c.end) for c in calls] + [(t.start, t.end) for t in profile.tool_calls])
     span = profile.span
@@ -92,7 +93,7 @@ def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]
                                        if isinstance(r.get("elapsed"), (int, float))),
                   "slowest": [{"id": r["id"], "elapsed": r["elapsed"], "status": r.get("status"),
                                **({"error_type": r["error_type"]} if "error_type" in r else {})} for r in slowest]},
-        "calls": {"model_calls": len(calls), "tool_calls": len(profile.tool_calls),
+        "calls": {"model_calls": len(calls), "cache_hits": cache_hits, "tool_calls": len(profile.tool_calls),
                   "errors_by_type": call_errors(profile), "unreadable_profile_lines": profile.skipped,
                   "unknown_event_types": profile.unknown_types},
         "by_role": model_call_rows(calls, lambda c: c.role),
@@ -112,7 +113,7 @@ def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]
 
 
 def _metrics(run: RunData) -> list[Metric]:
-    calls = run.profile.model_calls
+    calls = [c for c in run.profile.model_calls if not c.cached]
     ok_calls = [c for c in calls if c.ok]
     metrics = [Metric("task_e2e", "task latency (end to end)", "s",
                       [float(r["elapsed"]) for r in run.final.values() if isinstance(r.get("elapsed"), (int, float))])]

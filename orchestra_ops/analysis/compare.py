@@ -45,6 +45,7 @@ class Comparison:
     score: dict[str, Any] | None = None
     score_note: str | None = None
     latency: list[dict[str, Any]] = field(default_factory=list)
+    cache: list[str] = field(default_factory=list)  # one line per run that answered from a response cache
 
     @property
     def equivalent(self) -> bool:
@@ -54,7 +55,8 @@ class Comparison:
         return {"run_a": str(self.run_a), "run_b": str(self.run_b), "equivalent": self.equivalent,
                 "differences": [d.to_json() for d in self.differences],
                 "intended_differences": [d.to_json() for d in self.intended],
-                "score": self.score, "score_note": self.score_note, "latency": self.latency}
+                "score": self.score, "score_note": self.score_note, "latency": self.latency,
+                "cache": self.cache}
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, *, resamples: int = 2000, seed: int = 0) -> Comparison:
@@ -64,7 +66,20 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, resamples: int = 2000,
     result.intended = intended_differences(a, b)
     result.score, result.score_note = score_difference(a, b, resamples=resamples, seed=seed)
     result.latency = latency_deltas(a, b)
+    result.cache = [line for label, run in (("A", a), ("B", b)) if (line := cache_note(label, run))]
     return result
+
+
+def cache_note(label: str, run: RunData) -> str | None:
+    """What a run's response cache means for the comparison (None: the run used none)."""
+    info = run.run_json or {}
+    hits = sum(1 for c in run.profile.model_calls if c.cached)
+    if not info.get("cache_used") and not hits:
+        return None
+    where = (info.get("cache") or {}).get("path") if isinstance(info.get("cache"), dict) else None
+    total = len(run.profile.model_calls)
+    return (f"run {label} used a response cache{f' ({where})' if where else ''}: {hits} of {total} call(s) were "
+            "answered from it, not by a model; its latencies cover the other calls only")
 
 
 def equivalence(a: RunData, b: RunData) -> list[Difference]:

@@ -56,6 +56,7 @@ class ModelCall(_Timed):
     status: str
     error: str | None = None
     task: str | None = None
+    cached: bool = False  # answered from the response cache: no model was called
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def _model_call(data: dict[str, Any]) -> ModelCall:
                      prompt_tokens=_int(data.get("prompt_tokens")),
                      completion_tokens=_int(data.get("completion_tokens")),
                      attempts=int(data.get("attempts") or 1), status=str(data.get("status") or "ok"),
-                     error=data.get("error"), task=_task(data))
+                     error=data.get("error"), task=_task(data), cached=data.get("cache") == "hit")
 
 
 def _tool_call(data: dict[str, Any]) -> ToolCall:

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "down": "down_cmd:down",
     "restart": "restart_cmd:restart",
     "lora": "lora_cmd:lora",
+    "posttrain": "posttrain_cmd:posttrain",
 }
 
 

@@ -80,6 +80,8 @@ def print_comparison(result: Mapping[str, Any]) -> None:
             rows.append(["McNemar (exact)", f"p = {fmt(m['p_value'])} (A right/B wrong {m['a_right_b_wrong']}, "
                                             f"A wrong/B right {m['a_wrong_b_right']})"])
         print_table("score difference", ["", "value"], rows)
+    for line in result.get("cache") or []:
+        print_table("response cache", ["note"], [[line]])
     latency = result["latency"]
     if latency:
         print_table("latency (s): A → B", ["group", "name", "n A", "n B", "mean A", "mean B", "Δ mean", "p50 A",

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from orchestra_ops.errors import OpsError
+from orchestra_ops.errors import ConfigError, OpsError
 from orchestra_ops.runner.tee import TeeHandler, TeeLog
 
 COMMON_OPTIONS: list[click.Option] = [
@@ -48,6 +48,13 @@ COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--exec-workers"], type=click.IntRange(min=1),
                  help="Programs the sandbox runs at once for suites that execute model-written code "
                       "(default: the number of cores)."),
+    click.Option(["--cache"], is_flag=True,
+                 help="Keep every answered request in a SQLite response cache and answer a repeated one from it "
+                      "(no model call); default file $OPS_HOME/cache/responses.sqlite."),
+    click.Option(["--cache-file"], type=click.Path(dir_okay=False),
+                 help="The response cache's SQLite file (implies --cache)."),
+    click.Option(["--cache-sampled"], is_flag=True,
+                 help="With --cache, also cache requests with temperature > 0 (a replay is one draw, not a new one)."),
     click.Option(["--exec-unsafe"], is_flag=True,
                  help="Where bubblewrap cannot isolate model-written code here (no user namespaces, not "
                       "installed), run it anyway with the limits alone: as you, seeing your files and the "
@@ -130,7 +137,9 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           suite_options=suite_options, templates=parse_overrides(values["templates"]),
                           topology=values["topology"], model_config=values["model_config"],
                           progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"],
-                          exec_unsafe=values["exec_unsafe"])
+                          exec_unsafe=values["exec_unsafe"],
+                          cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
+                          cache_sampled=values["cache_sampled"])
     run = prepare(options)  # takes the run dir's lock: one writer per run dir
     try:
         _run_locked(run, suite, values)
@@ -163,6 +172,19 @@ def _run_locked(run: Any, suite: str, values: dict[str, Any]) -> None:
         logger.removeHandler(handler)
         logger.propagate = propagate
         tee.close()
+
+
+def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str | None:
+    """--cache / --cache-file -> the cache file (None: no cache); --cache-sampled alone is bad input."""
+    from orchestra_ops.client.cache import default_cache_path
+
+    if cache_file:
+        return cache_file
+    if cache:
+        return str(default_cache_path())
+    if cache_sampled:
+        raise ConfigError("--cache-sampled needs --cache (or --cache-file PATH)")
+    return None
 
 
 def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:

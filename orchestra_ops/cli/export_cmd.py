@@ -1,28 +1,74 @@
-"""`ops export RUN_DIR --format toolorchestra|tau2 --out PATH`: a run in another tool's layout."""
+"""`ops export RUN_DIR --format toolorchestra|tau2|mlflow|wandb`: a run in another tool's terms.
+
+toolorchestra: one {id}.json per task (--out DIR), as ToolOrchestra's eval scripts write them.
+tau2: τ²-bench's results file (--out FILE.json) of a tau2 run (orchestra_ops/evals/tau2/export.py).
+mlflow: one MLflow run per run dir on a tracking server (--tracking-uri, else $MLFLOW_TRACKING_URI),
+idempotent on re-export (orchestra_ops/tracking/mlflow_export.py).
+wandb: an offline W&B run directory under --out (orchestra_ops/tracking/wandb_export.py).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
+from orchestra_ops.cli.render import echo_json
+from orchestra_ops.errors import ConfigError
+
 
 @click.command("export")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(["toolorchestra", "tau2"]), default="toolorchestra",
-              show_default=True, help="toolorchestra: one {id}.json per task, as ToolOrchestra's eval scripts write "
-              "them (hle, frames); tau2: τ²-bench's results file (a tau2 run).")
-@click.option("--out", required=True, type=click.Path(),
-              help="Directory to write the files to (toolorchestra), or the JSON file (tau2).")
-@click.option("--overwrite", is_flag=True, help="Write into a directory that already holds files (replace the file).")
-def export(run_dir: str, fmt: str, out: str, overwrite: bool) -> None:
-    """Write a run's tasks in another tool's layout (their analysis scripts read them unchanged)."""
+@click.option("--format", "fmt", type=click.Choice(["toolorchestra", "tau2", "mlflow", "wandb"]),
+              default="toolorchestra", show_default=True,
+              help="toolorchestra: per-task files (hle, frames); tau2: τ²-bench's results file (a tau2 run); "
+                   "mlflow: a run on a tracking server; wandb: an offline W&B run directory.")
+@click.option("--out", type=click.Path(), help="Directory to write to (toolorchestra, wandb), or the JSON file (tau2).")
+@click.option("--overwrite", is_flag=True, help="toolorchestra: write into a directory that already holds files; "
+                                              "tau2: replace the file.")
+@click.option("--tracking-uri", help="mlflow: the tracking server (default: $MLFLOW_TRACKING_URI).")
+@click.option("--experiment", default="orchestra-ops", show_default=True, help="mlflow: the experiment's name.")
+@click.option("--project", default="orchestra-ops", show_default=True, help="wandb: the project's name.")
+@click.option("--json", "as_json", is_flag=True, help="mlflow, wandb: print what was written as JSON.")
+def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_uri: str | None, experiment: str,
+           project: str, as_json: bool) -> None:
+    """Write a run in another tool's layout or tracking store."""
+    if fmt == "mlflow":
+        from orchestra_ops.tracking.mlflow_export import export_mlflow
+
+        uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:
+            raise ConfigError("--format mlflow needs --tracking-uri URI (or $MLFLOW_TRACKING_URI)")
+        done = export_mlflow(run_dir, tracking_uri=uri, experiment=experiment)
+        if as_json:
+            echo_json(done.to_json())
+            return
+        verb = "created" if done.created else "updated"
+        click.echo(f"{verb} MLflow run {done.run_id} in experiment {experiment} ({uri}): {done.params} params, "
+                   f"{done.metrics_logged} metric value(s) logged, {done.artifacts} artifact(s)")
+        if done.changed_params:
+            click.echo(f"note: param(s) changed since the last export (kept as ops.param_changed.* tags): "
+                       f"{', '.join(done.changed_params)}")
+        return
+    if not out:
+        raise ConfigError(f"--format {fmt} needs --out {'FILE.json' if fmt == 'tau2' else 'DIR'}")
     if fmt == "tau2":
         from orchestra_ops.evals.tau2.export import export_tau2
 
-        done = export_tau2(Path(run_dir), Path(out), overwrite=overwrite)
-        note = f" ({done.without_trajectory} without a trajectory file)" if done.without_trajectory else ""
-        click.echo(f"wrote {done.simulations} simulation(s) of {done.tasks} task(s) to {done.out}{note}")
+        tau2 = export_tau2(Path(run_dir), Path(out), overwrite=overwrite)
+        note = f" ({tau2.without_trajectory} without a trajectory file)" if tau2.without_trajectory else ""
+        click.echo(f"wrote {tau2.simulations} simulation(s) of {tau2.tasks} task(s) to {tau2.out}{note}")
+        return
+    if fmt == "wandb":
+        from orchestra_ops.tracking.wandb_export import export_wandb
+
+        written = export_wandb(run_dir, out=out, project=project)
+        if as_json:
+            echo_json(written.to_json())
+            return
+        click.echo(f"wrote offline W&B run {written.run_id} to {written.run_dir} ({written.metrics} metrics, "
+                   f"{written.files} file(s)); upload it with `wandb sync {written.run_dir}`")
         return
     from orchestra_ops.evals.agent.export import export_run
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestra_ops.client.cache import ResponseCache, request_key
 from orchestra_ops.client.errors import CallError, TransportError
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.replica import Replica
@@ -17,6 +20,8 @@ from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_r
 from orchestra_ops.client.tokens import estimate_prompt_tokens
 
 Message = Mapping[str, Any]
+CACHE_REPLICA = "cache"  # the replica a cached answer names (profile.jsonl also marks it "cache": "hit")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -51,13 +56,15 @@ class CallEvent:
     status: str  # "ok" or the CallError kind
     error: str | None = None
     task: str | int | None = None  # the task (unit of work) that made the call
+    cached: bool = False  # answered from the response cache (--cache): no model call was made
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "model_call", "task": self.task, "role": self.role, "model": self.model,
                 "replica": self.replica, "start": round(self.start, 6),
                 "latency": round(self.latency_s, 6), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "attempts": self.attempts,
-                "status": self.status, **({"error": self.error} if self.error else {})}
+                "status": self.status, **({"error": self.error} if self.error else {}),
+                **({"cache": "hit"} if self.cached else {})}
 
 
 @dataclass
@@ -74,6 +81,7 @@ class ModelClient:
     api_key_env: str | None = None
     on_call: Callable[[CallEvent], None] | None = None
     slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
+    cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
                    **params: Any) -> ChatResult:
@@ -91,19 +99,20 @@ class ModelClient:
         except CallError as exc:
             self._report(role, task, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
             raise
-        self._report(role, task, start_wall, start, result, result.attempts, "ok", None, result.replica)
+        self._report(role, task, start_wall, start, result, result.attempts, "ok", None, result.replica,
+                     cached=result.attempts == 0)
         return result
 
     def _report(self, role: str, task: str | int | None, start_wall: float, start: float,
                 result: ChatResult | None, attempts: int, status: str, error: str | None,
-                replica: str | None) -> None:
+                replica: str | None, *, cached: bool = False) -> None:
         if self.on_call is None:
             return
         self.on_call(CallEvent(role=role, model=self.name, replica=replica, start=start_wall,
                                latency_s=time.monotonic() - start,
                                prompt_tokens=result.prompt_tokens if result else None,
                                completion_tokens=result.completion_tokens if result else None,
-                               attempts=attempts, status=status, error=error, task=task))
+                               attempts=attempts, status=status, error=error, task=task, cached=cached))
 
     def build_body(self, messages: list[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         """request_defaults, then the caller's params (nested dicts merged), then model and messages."""
@@ -145,7 +154,14 @@ class ModelClient:
         return headers
 
     async def _chat(self, messages: list[Message], params: Mapping[str, Any]) -> ChatResult:
-        payload = json.dumps(self.build_body(messages, params)).encode()
+        body = self.build_body(messages, params)
+        payload = json.dumps(body).encode()
+        key = None
+        if self.cache is not None and self.cache.cacheable(body):
+            key = request_key(body)
+            cached = self.cache.get(key)
+            if cached is not None:
+                return self._parse(cached, CACHE_REPLICA, 0, 0.0)
         attempts = self.retry.attempts
         last: CallError | None = None
         previous: Replica | None = None
@@ -165,7 +181,10 @@ class ModelClient:
             else:
                 if resp.status == 200:
                     outcome = "ok"
-                    return self._parse(resp.body, replica, attempt, time.monotonic() - sent)
+                    result = self._parse(resp.body, replica, attempt, time.monotonic() - sent)
+                    if key is not None:
+                        self._store(key, resp.body)
+                    return result
                 error = error_message(resp.body)
                 if not is_retryable_status(resp.status):
                     outcome = "ok"  # the replica is fine; the request is not
@@ -183,19 +202,27 @@ class ModelClient:
         raise CallError(last.kind, f"{last.message} (gave up after {attempts} attempt(s))",
                         attempts=attempts, replica=last.replica)
 
-    def _parse(self, body: bytes, replica: Replica, attempt: int, latency: float) -> ChatResult:
+    def _store(self, key: str, body: bytes) -> None:
+        assert self.cache is not None
+        try:
+            self.cache.put(key, self.served_name, body)
+        except sqlite3.Error as exc:  # the answer is good; only its replay later is lost
+            log.warning("response cache %s: could not store an answer: %s", self.cache.path, exc)
+
+    def _parse(self, body: bytes, replica: Replica | str, attempt: int, latency: float) -> ChatResult:
+        address = replica if isinstance(replica, str) else replica.address
         try:
             data = json.loads(body)
             choice = data["choices"][0]
             message = dict(choice["message"])
         except (ValueError, KeyError, IndexError, TypeError):
-            raise CallError("bad_response", f"{replica.address}: not a chat completion: {body[:200]!r}",
-                            attempts=attempt, replica=replica.address) from None
+            raise CallError("bad_response", f"{address}: not a chat completion: {body[:200]!r}",
+                            attempts=attempt, replica=address) from None
         usage = data.get("usage") or {}
         return ChatResult(content=message.get("content"), message=message,
                           finish_reason=choice.get("finish_reason"),
                           prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-                          replica=replica.address, attempts=attempt, latency_s=latency)
+                          replica=address, attempts=attempt, latency_s=latency)
 
 
 def error_message(body: bytes) -> str:

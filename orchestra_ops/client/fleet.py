@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
 from orchestra_ops.client.errors import TransportError
 from orchestra_ops.client.pool import ReplicaPool
@@ -27,8 +28,9 @@ class Fleet:
     def __init__(self, routing: Routing, *, retry: RetryPolicy | None = None,
                  request_timeout_s: float | None = None, replica_cap: int = DEFAULT_REPLICA_CAP,
                  unavailable_wait_s: float = 60.0, transport: Transport | None = None,
-                 on_call: Callable[[CallEvent], None] | None = None) -> None:
+                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None) -> None:
         self.routing = routing
+        self.cache = cache
         self.retry = retry or RetryPolicy()
         self.request_timeout_s = request_timeout_s or routing.request_timeout_s
         self._timeout_from_cli = request_timeout_s is not None  # --timeout overrides every per-model one
@@ -76,7 +78,7 @@ class Fleet:
                            request_timeout_s=timeout, retry=self.retry,
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
-                           api_key_env=target.api_key_env, on_call=self.on_call)
+                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache)
 
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).

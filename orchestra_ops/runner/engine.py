@@ -36,9 +36,18 @@ class Controller:
 
     stopping: bool = False
     aborted: bool = False
+    timed_out: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     on_stop: Callable[[str], None] | None = None
     failure: OpsError | None = None  # a fault that stopped the run (a full disk); raised when the loop ends
+
+    def time_out(self) -> None:
+        """The run's wall-clock limit: start nothing more and abandon what is in flight (resume reruns it)."""
+        self.timed_out = True
+        if self.on_stop:
+            self.on_stop("time limit reached")
+        while not self.aborted:
+            self.interrupt()
 
     def interrupt(self, source: str = "") -> None:
         """Ctrl-C (`source` empty), SIGTERM or SIGHUP: the first stops new tasks, the second aborts."""

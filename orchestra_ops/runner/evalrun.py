@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.cache import ResponseCache, cache_counts, cache_entry
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
-from orchestra_ops.errors import DiskFull, Interrupted
+from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
 from orchestra_ops.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
@@ -66,8 +67,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     if run.store.skipped_lines:
         tee.line(f"note: {run.store.path}: {run.store.skipped_lines} unreadable line(s) skipped (a torn or cut "
                  "record); their ids count as not done and run again")
+    cache = ResponseCache(options.cache, sampled=options.cache_sampled) if options.cache else None
     fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
-                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s)
+                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
+                  cache=cache)
     for name, cap in run.suite.limits(run.suite_options).items():
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
@@ -81,6 +84,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                                      "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
                                      "suite_options": run.suite_options, "exec_unsafe": options.exec_unsafe,
                                      "templates": {n: t.to_json() for n, t in run.templates.items()},
+                                     **cache_entry(cache, read_run_info(run.run_dir)),
                                      **run_manifest(run, read_run_info(run.run_dir))})
     profile = ProfileWriter(run.run_dir)
     progress = progress or Progress(total=len(run.todo))
@@ -105,6 +109,8 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
              f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
              f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
     progress.started_at = time.monotonic()
+    if cache is not None:
+        tee.line(f"response cache {cache.path} ({'every request' if cache.sampled else 'temperature 0 only'})")
     start = time.monotonic()
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox))
@@ -114,12 +120,18 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                 close()
             except DiskFull as exc:
                 controller.fail(exc)
+        if cache is not None:
+            cache.close()
     elapsed = time.monotonic() - start
     tee.line(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
     if controller.failure is not None:
         raise controller.failure
+    if controller.timed_out:
+        missing = len(run.samples) - len(run.store.finished_ids)
+        raise RunTimeout(f"the time limit was reached after {progress.finished} task(s); {missing} unit(s) have "
+                         f"no result; rerun the same command to resume (run dir {run.run_dir})")
     if controller.stopping:
         missing = len(run.samples) - len(run.store.finished_ids)
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
@@ -132,6 +144,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     if summary.scores is not None:
         for line in run.suite.score_lines(summary.scores):
             tee.line(line)
+        if summary.scores.get("cache"):
+            counts = summary.scores["cache"]
+            tee.line(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
+                     f"{counts['model_calls']} by a model")
         tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
     if tee.disk_full is not None:
         raise tee.disk_full
@@ -155,6 +171,8 @@ def write_scores(run: PreparedRun) -> dict[str, Any] | None:
     records = {sample_id(s): final[sample_id(s)] for s in run.samples if sample_id(s) in final}
     scores = run.suite.score(records, run.samples)
     if scores is not None:
+        if (read_run_info(run.run_dir) or {}).get("cache_used"):
+            scores["cache"] = cache_counts(run.run_dir)
         atomic_write_text(run.run_dir / SCORES_FILE, json.dumps(scores, indent=2, default=str) + "\n")
     return scores
 
@@ -178,6 +196,8 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
         ticker = loop.create_task(_tick(run, progress, tee, profile, controller))
+        if run.options.wall_timeout_s is not None:
+            loop.call_later(run.options.wall_timeout_s, controller.time_out)
         try:
             await fleet.discover_limits(run.names)
             def done(record: Record, elapsed: float) -> None:

@@ -46,6 +46,9 @@ class EvalOptions:
     unavailable_wait_s: float = 60.0
     exec_workers: int | None = None  # sandboxed programs running at once (default: the cores)
     exec_unsafe: bool = False  # run model-written code without bubblewrap where it cannot isolate (else exit 2)
+    cache: str | None = None  # --cache: the response cache's SQLite file (None: no cache)
+    cache_sampled: bool = False  # --cache-sampled: cache requests with temperature > 0 too
+    wall_timeout_s: float | None = None  # stop starting units after this long; in-flight ones are abandoned
 
 
 @dataclass

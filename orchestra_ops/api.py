@@ -1,0 +1,32 @@
+"""The Python API a training loop calls (no CLI, no printing; our exceptions, errors.py).
+
+    from orchestra_ops.api import posttrain
+    result = posttrain(topology="fleet.yaml", model="base", adapter="ft=./out/checkpoint-200",
+                       datasets="gsm8k,mmlu", max_drop=1.0, timeout_s=3600)
+    if result["verdict"] == "block": ...
+
+`posttrain` returns what posttrain.json holds (orchestra_ops/posttrain.py has the fields and the rule)
+and raises ConfigError (bad input), LaunchError (fleet or adapter load), EvalError (units failed),
+RunTimeout (the limit; calling again resumes), each an OpsError with its exit code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestra_ops.posttrain import PosttrainOptions
+
+
+def posttrain(*, topology: str, model: str, adapter: str, **options: Any) -> dict[str, Any]:
+    """`ops posttrain` as a call; keyword arguments are PosttrainOptions' fields."""
+    from orchestra_ops.errors import ConfigError
+    from orchestra_ops.posttrain import posttrain as run
+
+    known = set(PosttrainOptions.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"posttrain() got an unknown option '{unknown[0]}'; options: {', '.join(sorted(known))}")
+    return run(PosttrainOptions(topology=topology, model=model, adapter=adapter, **options))
+
+
+__all__ = ["PosttrainOptions", "posttrain"]
