@@ -142,6 +142,12 @@ class Provider(Strict):
         return value
 
 
+class EvalSettings(Strict):
+    """`eval:` how `ops eval --detach slurm` runs the eval itself: an sbatch job of its own, CPU only."""
+
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+
+
 class Topology(Strict):
     name: str
     # how nodes on this machine run their processes (local | tmux); slurm nodes and nodes on other
@@ -154,6 +160,7 @@ class Topology(Strict):
     providers: dict[str, Provider] = Field(default_factory=dict)
     roles: dict[str, str] = Field(default_factory=dict)
     aliases: dict[str, str] = Field(default_factory=dict)  # tool alias (search-1, …) -> role or model/provider key
+    eval: EvalSettings | None = None  # the detached eval's own sbatch job (detach.py)
 
     @field_validator("name")
     @classmethod

@@ -35,6 +35,10 @@ COMMANDS: dict[str, str] = {
     "down": "down_cmd:down",
     "restart": "restart_cmd:restart",
     "lora": "lora_cmd:lora",
+    "runs": "runs_cmd:runs",
+    "attach": "attach_cmd:attach",
+    "stop": "runs_cmd:stop",
+    "_supervise": "supervise_cmd:supervise",
 }
 
 

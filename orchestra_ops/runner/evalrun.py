@@ -15,17 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.client.transport import AiohttpTransport
 from orchestra_ops.errors import Interrupted
 from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
+from orchestra_ops.runner.events import EventLog
+from orchestra_ops.runner.inflight import InFlight, TrackingTransport
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 from orchestra_ops.runner.manifest import run_manifest
+from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
@@ -56,8 +61,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     `progress`: the counters to update (a live display may be reading them); default: a new one.
     """
     options = run.options
+    inflight = InFlight()
     fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
-                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s)
+                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
+                  transport=TrackingTransport(AiohttpTransport(), inflight))
     for name, cap in run.suite.limits(run.suite_options).items():
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
@@ -70,6 +77,15 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                                  **run_manifest(run, read_run_info(run.run_dir))})
     profile = ProfileWriter(run.run_dir)
     progress = progress or Progress(total=len(run.todo))
+    events = EventLog(run.run_dir, options.notify)
+
+    def on_eject(pool: str, replica: str, reason: str) -> None:
+        events.emit("replica_ejected", model=pool, replica=replica, reason=reason)
+
+    fleet.on_eject = on_eject
+    monitor = RunMonitor(run.run_dir, progress, inflight, events, lambda: _counts(run),
+                         stall_after_s=options.stall_after_s)
+    monitor.write("running")
 
     def on_call(event: CallEvent) -> None:
         profile(event)
@@ -88,11 +104,17 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     progress.started_at = time.monotonic()
     controller = Controller(on_stop=tee.line)
     start = time.monotonic()
+    end_state = "crashed"
     try:
-        asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox))
+        asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox, monitor))
+        end_state = "stopped" if controller.stopping else "finished"
     finally:
         run.store.close()
         profile.close()
+        monitor.finish(end_state)
+        if not options.supervised:  # under `--detach` the supervisor sends the end of the run
+            events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)))
+        events.close()
     elapsed = time.monotonic() - start
     tee.line(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
@@ -136,16 +158,23 @@ def routing_lines(routing: Routing, names: list[str]) -> Iterator[str]:
     yield "  (* called by this run; nothing else is contacted)"
 
 
+def _counts(run: PreparedRun) -> tuple[int, int, int]:
+    """(ok, failed, total) over the whole run dir, earlier invocations included."""
+    ok = sum(1 for status in run.store.final.values() if status == "ok")
+    return ok, len(run.store.final) - ok, len(run.samples)
+
+
 async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress, controller: Controller,
-                profile: ProfileWriter, toolbox: Toolbox) -> None:
+                profile: ProfileWriter, toolbox: Toolbox, monitor: RunMonitor) -> None:
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
-        ticker = loop.create_task(_tick(run, progress, tee, profile))
+        ticker = loop.create_task(_tick(run, progress, tee, profile, monitor))
         try:
             await fleet.discover_limits(run.names)
             def done(record: Record, elapsed: float) -> None:
                 run.store.append(record)
                 progress.note_task(elapsed)
+                monitor.task_finished(elapsed)
                 tee.event(completion_line(record, elapsed, run.suite.summary_fields))
 
             previous = run.store.final_records() if run.options.retry_failed else {}
@@ -153,7 +182,15 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             def context(sample: Sample) -> RunContext:
                 return RunContext(fleet, sample["id"], profile, previous.get(sample_id(sample)), toolbox)
 
-            await run_tasks(run.todo, lambda sample: run.suite.run(sample, context(sample)),
+            async def work(sample: Sample) -> dict[str, Any]:
+                current_task.set(sample["id"])  # this task's own context: what a stall report names
+                monitor.inflight.task_started(sample["id"])
+                try:
+                    return await run.suite.run(sample, context(sample))
+                finally:
+                    monitor.inflight.task_finished(sample["id"])
+
+            await run_tasks(run.todo, work,
                             concurrency=run.options.concurrency, task_timeout_s=run.task_timeout_s,
                             on_done=done, progress=progress, controller=controller)
         finally:
@@ -163,13 +200,17 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             await fleet.close()
 
 
-async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter) -> None:
-    """Every interval: the progress line, and results/profile flushed even when tasks are slow."""
+async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter,
+                monitor: RunMonitor) -> None:
+    """Every interval: the progress line, results/profile flushed even when tasks are slow, live.json
+    and the stall watchdog."""
     while True:
         await asyncio.sleep(run.options.progress_interval_s)
         run.store.flush()
         profile.flush()
         tee.event(progress.line())
+        for line in monitor.tick():
+            tee.alert(line)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,9 @@ class EvalOptions:
     unavailable_wait_s: float = 60.0
     exec_workers: int | None = None  # sandboxed programs running at once (default: the cores)
     exec_unsafe: bool = False  # run model-written code without bubblewrap where it cannot isolate (else exit 2)
+    stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
+    notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
+    supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
 
 
 @dataclass
