@@ -83,6 +83,7 @@ class Supervisor:
         self.child: subprocess.Popen[bytes] | None = None
         self.signalled: int | None = None
         self._wake = threading.Event()
+        self._console_offset = 0
         info = read_run_info(self.run_dir) or {}
         self.attempts: list[dict[str, Any]] = list(info.get("attempts") or [])
         previous = info.get("supervisor")
@@ -166,12 +167,13 @@ class Supervisor:
         self._save("running")  # before the child starts: the child's own run.json write merges over it
         console = self.run_dir / CONSOLE_FILE
         offset = console.stat().st_size if console.exists() else 0
-        attempt["console_offset"] = offset
+        self._console_offset = offset
         env = {**os.environ, SUPERVISED_ENV: "1", "PYTHONUNBUFFERED": "1"}
         with open(console, "ab") as out:
             self.child = subprocess.Popen([self.settings.python, "-m", "orchestra_ops", *args], stdout=out,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         attempt["pid"] = self.child.pid
+        self._save("running")  # run.json writes are locked (rundir.py): the child's own write merges with it
         self.tee.line(f"[SUPERVISOR] attempt {attempt['n']} started: pid {self.child.pid} on {self.host}"
                       f"{' (--resume)' if resume else ''}")
         return attempt
@@ -181,7 +183,7 @@ class Supervisor:
         attempt["exit"] = code if code >= 0 else None
         attempt["signal"] = signal.Signals(-code).name if code < 0 else None
         attempt["done_after"] = _finished(self.run_dir)
-        attempt["last_lines"] = _tail(self.run_dir / CONSOLE_FILE, attempt.pop("console_offset", 0))
+        attempt["last_lines"] = _tail(self.run_dir / CONSOLE_FILE, self._console_offset)
         status = f"killed by {attempt['signal']}" if code < 0 else f"exit {code}"
         if code == 0:
             outcome, reason = "finished", "exit 0"

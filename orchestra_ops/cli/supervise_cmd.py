@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
 
-from orchestra_ops.runner.tee import LOG_FILE, TeeLog
+from orchestra_ops.runner.tee import LOG_FILE, TeeHandler, TeeLog
 from orchestra_ops.supervisor import Supervisor, SupervisorSettings, check_eval_args
 
 
@@ -23,8 +24,13 @@ def supervise(run_dir: str, mode: str, max_restarts: int, backoff: float, notify
     settings = SupervisorSettings(run_dir=Path(run_dir), eval_args=check_eval_args(eval_args), mode=mode,
                                   max_restarts=max_restarts, backoff_s=backoff, notify=notify)
     tee = TeeLog(Path(run_dir) / LOG_FILE, click.echo)
+    logger = logging.getLogger("orchestra_ops")
+    handler = TeeHandler(tee)
+    logger.addHandler(handler)
+    logger.propagate = False  # warnings (a failing --notify) once, in eval.log and on the pane
     try:
         state = Supervisor(settings, tee).run()
     finally:
+        logger.removeHandler(handler)
         tee.close()
     raise SystemExit(0 if state in ("finished", "stopped", "restarting") else 1)

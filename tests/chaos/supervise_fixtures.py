@@ -53,8 +53,8 @@ def runs_json(root: Path) -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in json.loads(result.stdout)}
 
 
-@pytest.fixture
-def detached() -> Iterator[Callable[[list[str], Path], subprocess.CompletedProcess[str]]]:
+@pytest.fixture(name="detached")
+def detached_fixture() -> Iterator[Callable[[list[str], Path], subprocess.CompletedProcess[str]]]:
     """`detached(args, run_dir)`: `ops eval … --detach` (it returns at once); at teardown the supervisor and
     its evals are killed by pid and the run's own tmux server is killed (only the sockets started here)."""
     started: list[Path] = []
