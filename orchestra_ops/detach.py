@@ -5,8 +5,9 @@
   included, never written anywhere) and outlives the terminal, and `ops down` of the fleet does not
   take the run along. `tmux -L SOCKET attach -t run` shows the supervisor's own lines.
 - `slurm`: an sbatch job of its own (CPU only) with the topology's `eval.slurm` settings, `--requeue`
-  and `--signal=B:TERM@LEAD` (LEAD: 300 s, or half the time limit when that is under 10 minutes), its
-  output appended to `RUN/slurm-<job>.out`; the batch shell `exec`s the supervisor, which gets the signal.
+  (slurm's own requeue after a node failure) and `--signal=B:TERM@LEAD` (LEAD: 300 s, or half the time
+  limit when that is under 10 minutes), its output appended to `RUN/slurm-<job>.out`; the batch shell
+  `exec`s the supervisor, which gets the signal and hands the run to a successor job (supervisor.py).
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ from orchestra_ops.backends.slurmctl import SlurmCli
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.nodes import SlurmSettings
 from orchestra_ops.runner.rundir import write_run_info
-from orchestra_ops.supervisor import STOP_FILE
+from orchestra_ops.supervisor import SBATCH_FILE, STOP_FILE
 
 TMUX_SESSION = "run"
-SBATCH_FILE = "eval.sbatch"
 SIGNAL_LEAD_S = 300
 
 

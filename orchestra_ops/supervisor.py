@@ -5,10 +5,12 @@ crash, requeues a SLURM job before its time limit, and keeps the story in the ru
     exit 0                          -> finished                           (event `finished`)
     a stop (`ops stop`, Ctrl-C)     -> stopped, no restart                (event `stopped`)
     exit 2 (bad input)              -> crashed, no restart                (event `crashed`)
-    SIGTERM from slurm (walltime)   -> child stops and flushes, `scontrol requeue` (event `requeued`)
+    SIGTERM from slurm (walltime)   -> child stops and flushes, a successor job continues (event `requeued`)
     anything else (a crash)         -> backoff, attempt n+1 with --resume (event `restart`), at most
                                        `max_restarts` times, then crashed (event `crashed`)
 
+The successor job is the same script submitted with `--dependency=afterany:JOB` (it starts as soon
+as this job ends; `scontrol requeue` holds a requeued job for about two minutes on slurm 22.05).
 A requeue that finished no task counts as a restart too, so a run that cannot progress ends.
 `run.json` gets `supervisor` (mode, pid, host, job id, state, restarts) and `attempts`, one entry per
 attempt: `{"n", "start", "end", "host", "pid", "job_id", "resume", "exit", "signal", "reason",
@@ -44,6 +46,7 @@ from orchestra_ops.runner.tee import TeeLog
 log = logging.getLogger(__name__)
 
 CONSOLE_FILE = "console.log"  # the child evals' own stdout and stderr
+SBATCH_FILE = "eval.sbatch"  # a detached slurm run's job script (detach.py); its successors reuse it
 STOP_FILE = "stop.request"  # written by `ops stop` before it signals: this SIGTERM is a user's stop
 SUPERVISED_ENV = "OPS_SUPERVISED"
 BAD_INPUT_EXIT = 2
@@ -203,18 +206,24 @@ class Supervisor:
         return outcome
 
     def _requeue(self, attempt: dict[str, Any]) -> str:
+        """Before the walltime: submit the same sbatch script as a successor job (`--dependency=afterany`
+        on this one, so it starts as soon as this job ends; `scontrol requeue` would hold the job ~2 min)."""
         progressed = attempt["done_after"] > attempt["done_before"]
         if not progressed and not self._restart_allowed():
-            return self._end("crashed", f"{attempt['reason']}; no task finished in the last "
-                                        f"{self.settings.max_restarts + 1} attempts")
-        self.tee.line(f"[SUPERVISOR] attempt {attempt['n']}: {attempt['reason']}; requeueing slurm job {self.job_id}")
-        self._save("restarting")
-        self.events.emit("requeued", attempt=attempt["n"], job_id=self.job_id, reason=attempt["reason"],
-                         done=attempt["done_after"])
-        self.events.close(timeout_s=20)
-        result = SlurmCli().run(["scontrol", "requeue", str(self.job_id)])
+            return self._end("crashed", f"{attempt['reason']}; no task finished in attempt {attempt['n']} and "
+                                        f"the restart bound is reached (--max-restarts {self.settings.max_restarts})")
+        previous = self.job_id
+        result = SlurmCli().run(["sbatch", "--parsable", f"--dependency=afterany:{previous}",
+                                 str(self.run_dir / SBATCH_FILE)])
         if result.returncode != 0:
-            return self._end("crashed", f"scontrol requeue {self.job_id} failed: {result.stderr.strip()}")
+            return self._end("crashed", f"{attempt['reason']}; sbatch of the successor job failed: "
+                                        f"{result.stderr.strip() or result.returncode}")
+        self.job_id = result.stdout.strip().split(";")[0]
+        self.tee.line(f"[SUPERVISOR] attempt {attempt['n']}: {attempt['reason']}; slurm job {previous} ends, "
+                      f"job {self.job_id} continues the run")
+        self._save("restarting")
+        self.events.emit("requeued", attempt=attempt["n"], job_id=self.job_id, previous_job_id=previous,
+                         reason=attempt["reason"], done=attempt["done_after"])
         return "restarting"
 
     def _end(self, state: str, reason: str) -> str:

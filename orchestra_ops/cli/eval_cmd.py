@@ -196,7 +196,8 @@ def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], c
     run.store.close()
     run_dir = run.run_dir.resolve()
     args = ["eval", suite, *_given_args(ctx, skip=DETACH_ONLY | {"run_dir"}), "--run-dir", str(run_dir)]
-    slurm = eval_slurm_settings(run.routing.source, values["walltime"]) if values["detach"] == "slurm" else None
+    topology_file = None if values["model_config"] else run.routing.source  # an endpoints file has no eval:
+    slurm = eval_slurm_settings(topology_file, values["walltime"]) if values["detach"] == "slurm" else None
     request = DetachRequest(run_dir=run_dir, eval_args=args, mode=values["detach"],
                             max_restarts=values["max_restarts"], backoff_s=values["restart_backoff"],
                             notify=values["notify"], slurm=slurm, cwd=Path.cwd(), suite=suite,
