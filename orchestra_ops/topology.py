@@ -147,6 +147,13 @@ class EvalSettings(Strict):
 
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
 
+    @field_validator("slurm")
+    @classmethod
+    def _cpu_only(cls, value: SlurmSettings) -> SlurmSettings:
+        if value.gpus:
+            raise ValueError(f"gpus: {value.gpus}: the eval job is CPU only (the fleet's nodes have the GPUs)")
+        return value
+
 
 class Topology(Strict):
     name: str
