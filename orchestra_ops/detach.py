@@ -64,7 +64,13 @@ def tmux_socket(run_dir: Path) -> str:
 
 def detach(request: DetachRequest) -> dict[str, Any]:
     """Start the supervisor; the `supervisor` entry written to run.json (where it runs)."""
+    from orchestra_ops.runs import ACTIVE, run_row
+
     request.run_dir.mkdir(parents=True, exist_ok=True)
+    current = run_row(request.run_dir)
+    if current.state in ACTIVE:
+        raise ConfigError(f"{request.run_dir} is {current.state} already ({current.where}); `ops stop "
+                          f"{request.run_dir}` first, or `ops attach {request.run_dir}` to follow it")
     (request.run_dir / STOP_FILE).unlink(missing_ok=True)
     base: dict[str, Any] = {"mode": request.mode, "state": "starting", "restarts": 0,
                             "max_restarts": request.max_restarts, "host": socket.gethostname()}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops import procs
-from orchestra_ops.backends.slurmctl import SlurmCli
+from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.errors import ConfigError, LaunchError
 from orchestra_ops.runner.monitor import LIVE_FILE
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
@@ -100,7 +100,7 @@ def _state(run_dir: Path, supervisor: dict[str, Any] | None, live: dict[str, Any
             job = str(supervisor.get("job_id"))
             where = f"job {job}"
             if state in ACTIVE:
-                info = (slurm or SlurmCli()).jobs([job]).get(job)
+                info = _job(job, slurm)
                 if info is not None and not info.active:
                     return "crashed", where, f"slurm job {job} is {info.state} but the run is not over"
                 if info is not None and info.waiting:
@@ -121,6 +121,19 @@ def _state(run_dir: Path, supervisor: dict[str, Any] | None, live: dict[str, Any
     if state in ACTIVE and not _alive_here(live):
         return "crashed", where, "the eval process is gone"
     return state, where, None
+
+
+_JOBS: dict[str, tuple[float, JobInfo | None]] = {}
+JOB_CACHE_S = 5.0  # `ops attach` redraws twice a second: ask slurmctld at most every 5 s per job
+
+
+def _job(job: str, slurm: SlurmCli | None) -> JobInfo | None:
+    cached = _JOBS.get(job)
+    if cached is not None and time.monotonic() - cached[0] < JOB_CACHE_S:
+        return cached[1]
+    info = (slurm or SlurmCli()).jobs([job]).get(job)
+    _JOBS[job] = (time.monotonic(), info)
+    return info
 
 
 def _alive_here(record: dict[str, Any]) -> bool:

@@ -126,6 +126,8 @@ def test_attach_in_a_terminal_detaches_on_ctrl_c_then_ops_stop_stops_cleanly(
     before = len(results(run_dir)) if (run_dir / "results.jsonl").exists() else 0
     wait_until(lambda: len(results(run_dir)) > before + 10, "the run goes on after the detach")
     assert supervisor_state(run_dir) == "running"
+    twice = run_ops([*_eval_args(tmp_path, sim, 3000), "--resume", "--run-dir", str(run_dir), "--detach"])
+    assert twice.returncode == 2 and f"{run_dir} is running already" in twice.stderr
 
     stopped = run_ops(["stop", str(run_dir)])
     assert stopped.returncode == 0, stopped.stderr
@@ -175,3 +177,26 @@ def test_a_hanging_sim_is_reported_as_a_stall_with_the_call_each_task_waits_on(
     row = runs_json(runs)["chat-stall"]
     assert (row["state"], row["done"], row["total"]) == ("crashed", 0, 10)  # its process is gone
     assert not (run_dir / "results.jsonl").exists()  # no task ever finished
+
+
+def test_a_plain_run_notifies_a_replica_ejected_and_its_end(
+        tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
+    sim = sim_server("m", args=["--latency-ms", "5"])
+    dead = SimServer("m")  # a port nobody listens on: the pool ejects that replica at the first refusal
+    config = tmp_path / "mc.json"
+    config.write_text(json.dumps({"m": [{"ip_addr": "127.0.0.1", "port": dead.port},
+                                        {"ip_addr": "127.0.0.1", "port": sim.port}]}))
+    data = dataset(tmp_path / "d.jsonl", [f"s{i}" for i in range(20)])
+    run_dir, notified = tmp_path / "runs" / "plain", tmp_path / "notified.jsonl"
+    result = run_ops(["eval", "chat", "--no-analyze", "--model-config", str(config), "--dataset", str(data),
+                      "--run-dir", str(run_dir), "--concurrency", "2", "--notify", f"cat >> {notified}"])
+    assert result.returncode == 0, result.stderr
+    assert Counter(r["status"] for r in results(run_dir)) == {"ok": 20}  # retried on the live replica
+    kinds = [e["event"] for e in events(run_dir)]
+    assert kinds == ["replica_ejected", "finished"]
+    ejected, finished = events(run_dir)
+    assert (ejected["model"], ejected["replica"]) == ("m", f"127.0.0.1:{dead.port}")
+    assert (finished["done"], finished["failed"], finished["total"]) == (20, 0, 20)
+    assert [json.loads(line)["event"] for line in notified.read_text().splitlines()] == kinds
+    assert json.loads((run_dir / "live.json").read_text())["state"] == "finished"
+    assert runs_json(tmp_path / "runs")["plain"]["state"] == "finished"
