@@ -124,6 +124,8 @@ class Supervisor:
 
     def _loop(self) -> str:
         while True:
+            if self.signalled is not None and not self._is_user_stop():  # the walltime signal during a backoff
+                return self._hand_over()
             if stop_requested(self.run_dir) or self.signalled is not None:
                 return self._end("stopped", "stopped before the attempt started")
             attempt = self._start_attempt()
@@ -212,18 +214,22 @@ class Supervisor:
         if not progressed and not self._restart_allowed():
             return self._end("crashed", f"{attempt['reason']}; no task finished in attempt {attempt['n']} and "
                                         f"the restart bound is reached (--max-restarts {self.settings.max_restarts})")
+        return self._hand_over(attempt)
+
+    def _hand_over(self, attempt: dict[str, Any] | None = None) -> str:
+        reason = attempt["reason"] if attempt else "SIGTERM before the slurm time limit (between attempts)"
         previous = self.job_id
         result = SlurmCli().run(["sbatch", "--parsable", f"--dependency=afterany:{previous}",
                                  str(self.run_dir / SBATCH_FILE)])
         if result.returncode != 0:
-            return self._end("crashed", f"{attempt['reason']}; sbatch of the successor job failed: "
+            return self._end("crashed", f"{reason}; sbatch of the successor job failed: "
                                         f"{result.stderr.strip() or result.returncode}")
         self.job_id = result.stdout.strip().split(";")[0]
-        self.tee.line(f"[SUPERVISOR] attempt {attempt['n']}: {attempt['reason']}; slurm job {previous} ends, "
-                      f"job {self.job_id} continues the run")
+        label = f"attempt {attempt['n']}: " if attempt else ""
+        self.tee.line(f"[SUPERVISOR] {label}{reason}; slurm job {previous} ends, job {self.job_id} continues the run")
         self._save("restarting")
-        self.events.emit("requeued", attempt=attempt["n"], job_id=self.job_id, previous_job_id=previous,
-                         reason=attempt["reason"], done=attempt["done_after"])
+        self.events.emit("requeued", attempt=attempt["n"] if attempt else None, job_id=self.job_id,
+                         previous_job_id=previous, reason=reason, done=_finished(self.run_dir))
         return "restarting"
 
     def _end(self, state: str, reason: str) -> str:

@@ -185,13 +185,14 @@ def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], c
     """Check everything `ops eval` would (exit 2 here, not in the background), then start the supervisor."""
     from orchestra_ops.detach import DetachRequest, detach, eval_slurm_settings
     from orchestra_ops.runner.prepare import EvalOptions, prepare
+    from orchestra_ops.runner.templates import parse_overrides
 
     options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
                           retry_failed=values["retry_failed"], dedupe=values["dedupe"],
                           concurrency=values["concurrency"], limit=values["limit"], models=tuple(values["models"]),
                           model=values["models"][0] if values["models"] else None, suite_options=suite_options,
-                          topology=values["topology"], model_config=values["model_config"],
-                          exec_unsafe=values["exec_unsafe"])
+                          templates=parse_overrides(values["templates"]), topology=values["topology"],
+                          model_config=values["model_config"], exec_unsafe=values["exec_unsafe"])
     run = prepare(options)
     run.store.close()
     run_dir = run.run_dir.resolve()

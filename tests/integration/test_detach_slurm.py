@@ -61,7 +61,9 @@ def test_a_walltime_signal_requeues_the_job_which_resumes_and_finishes(
         assert [(e["previous_job_id"], e["job_id"]) for e in requeued] == list(itertools.pairwise(jobs))
         assert [e["event"] for e in events(run_dir)][-1] == "finished" and len(events(run_dir)) == len(attempts)
         log = (run_dir / "eval.log").read_text()
-        assert f"slurm job {job} ends, job {jobs[1]} continues the run" in log and "stopping: no new tasks" in log
+        assert f"[SUPERVISOR] attempt 1: SIGTERM before the slurm time limit (exit 130); slurm job {job} ends, " \
+               f"job {jobs[1]} continues the run" in log
+        assert "stopping: no new tasks" in log
         row = runs_json(runs)["chat-slurm"]
         assert (row["state"], row["done"], row["total"], row["where"]) == ("finished", 260, 260, f"job {jobs[-1]}")
     finally:
