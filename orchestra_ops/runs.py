@@ -29,7 +29,7 @@ from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.errors import ConfigError, LaunchError
 from orchestra_ops.runner.monitor import LIVE_FILE
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
-from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info, write_run_info
 from orchestra_ops.supervisor import request_stop
 
 ACTIVE = frozenset({"starting", "running", "stalled", "restarting"})
@@ -131,7 +131,10 @@ def _job(job: str, slurm: SlurmCli | None) -> JobInfo | None:
     cached = _JOBS.get(job)
     if cached is not None and time.monotonic() - cached[0] < JOB_CACHE_S:
         return cached[1]
-    info = (slurm or SlurmCli()).jobs([job]).get(job)
+    try:
+        info = (slurm or SlurmCli()).jobs([job]).get(job)
+    except LaunchError:  # no slurm commands here (a copy of the run dir): the state as recorded
+        info = None
     _JOBS[job] = (time.monotonic(), info)
     return info
 
@@ -158,7 +161,9 @@ def stop_run(run_dir: Path, *, wait_s: float = 120.0) -> RunRow:
     supervisor = info.get("supervisor") if isinstance(info.get("supervisor"), dict) else None
     request_stop(run_dir)
     if supervisor is not None and supervisor.get("mode") == "slurm":
-        _stop_slurm(str(supervisor.get("job_id")))
+        if _stop_slurm(str(supervisor.get("job_id"))):  # it had not started: nothing will write its end
+            write_run_info(run_dir, {"supervisor": {**supervisor, "state": "stopped",
+                                                    "reason": "stopped by the user before the job started"}})
     else:
         record = supervisor if supervisor is not None else read_json_object(run_dir / LIVE_FILE) or {}
         _signal_here(record)
@@ -171,16 +176,20 @@ def stop_run(run_dir: Path, *, wait_s: float = 120.0) -> RunRow:
     return row
 
 
-def _stop_slurm(job: str) -> None:
+def _stop_slurm(job: str) -> bool:
+    """SIGTERM to the job's batch shell (the supervisor); a job still waiting is cancelled (then True)."""
     cli = SlurmCli()
     info = cli.jobs([job]).get(job)
-    if info is not None and info.waiting:  # nothing runs yet: the stop file ends it when it starts; or cancel now
+    waiting = info is not None and info.waiting
+    if waiting:
         error = cli.cancel([job])
     else:
         result = cli.run(["scancel", "--batch", "--signal=TERM", job])
         error = None if result.returncode == 0 else result.stderr.strip()
     if error:
         raise LaunchError(f"could not signal slurm job {job}: {error}")
+    _JOBS.pop(job, None)
+    return waiting
 
 
 def _signal_here(record: dict[str, Any]) -> None:

@@ -87,6 +87,7 @@ class Supervisor:
         self.signalled: int | None = None
         self._wake = threading.Event()
         self._console_offset = 0
+        self._forwarded = False
         info = read_run_info(self.run_dir) or {}
         self.attempts: list[dict[str, Any]] = list(info.get("attempts") or [])
         previous = info.get("supervisor")
@@ -101,7 +102,13 @@ class Supervisor:
         self._wake.set()
         child = self.child
         # a terminal's Ctrl-C reached the child already (same process group); anything else is forwarded once
-        if first and child is not None and child.poll() is None and signum != signal.SIGINT:
+        if first and child is not None and signum != signal.SIGINT:
+            self._forward(child)
+
+    def _forward(self, child: subprocess.Popen[bytes]) -> None:
+        """SIGTERM to the eval, once per attempt (a second one would abort its tasks in flight)."""
+        if not self._forwarded and child.poll() is None:
+            self._forwarded = True
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signal.SIGTERM)
 
@@ -174,9 +181,12 @@ class Supervisor:
         offset = console.stat().st_size if console.exists() else 0
         self._console_offset = offset
         env = {**os.environ, SUPERVISED_ENV: "1", "PYTHONUNBUFFERED": "1"}
+        self._forwarded = False
         with open(console, "ab") as out:
             self.child = subprocess.Popen([self.settings.python, "-m", "orchestra_ops", *args], stdout=out,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        if self.signalled not in (None, signal.SIGINT):  # a signal that came while the child was starting
+            self._forward(self.child)
         attempt["pid"] = self.child.pid
         self._save("running")  # run.json writes are locked (rundir.py): the child's own write merges with it
         self.tee.line(f"[SUPERVISOR] attempt {attempt['n']} started: pid {self.child.pid} on {self.host}"
