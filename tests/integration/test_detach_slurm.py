@@ -69,3 +69,32 @@ def test_a_walltime_signal_requeues_the_job_which_resumes_and_finishes(
     finally:
         jobs_now = [str(a.get("job_id")) for a in run_info(run_dir).get("attempts", [])] + [job]
         subprocess.run(["scancel", *set(jobs_now)], env={**os.environ, **h.env}, capture_output=True, check=False)
+
+
+def test_ops_stop_of_a_slurm_run_signals_its_supervisor_and_nothing_continues(
+        harness: ClusterHarness, tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
+    h = harness
+    sim = sim_server("m", args=["--latency-ms", "500"])
+    config = model_config(tmp_path / "mc.json", {"m": [sim]})
+    data = dataset(tmp_path / "d.jsonl", [f"s{i}" for i in range(1000)])
+    runs = tmp_path / "runs"
+    run_dir = runs / "chat-slurm-stop"
+    started = h.ops("eval", "chat", "--no-analyze", "--model-config", str(config), "--dataset", str(data),
+                    "--run-dir", str(run_dir), "--concurrency", "2", "--detach", "slurm", "--walltime", "30")
+    assert started.returncode == 0, started.stderr
+    job = run_info(run_dir)["supervisor"]["job_id"]
+    try:
+        wait_until(lambda: (run_dir / "results.jsonl").exists() and len(results(run_dir)) >= 4, "4 results")
+        stopped = h.ops("stop", str(run_dir))
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"{run_dir}: stopped (" in stopped.stdout
+        info = run_info(run_dir)
+        assert info["supervisor"]["state"] == "stopped" and info["supervisor"]["job_id"] == job
+        (attempt,) = info["attempts"]
+        assert (attempt["outcome"], attempt["exit"], attempt["job_id"]) == ("stopped", 130, job)
+        assert [e["event"] for e in events(run_dir)] == ["stopped"]
+        records = results(run_dir)
+        assert 4 <= len(records) < 1000 and len({r["id"] for r in records}) == len(records)
+        assert runs_json(runs)["chat-slurm-stop"]["state"] == "stopped"
+    finally:
+        subprocess.run(["scancel", job], env={**os.environ, **h.env}, capture_output=True, check=False)
