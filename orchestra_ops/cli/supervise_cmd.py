@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import click
@@ -33,4 +34,12 @@ def supervise(run_dir: str, mode: str, max_restarts: int, backoff: float, notify
     finally:
         logger.removeHandler(handler)
         tee.close()
+        _remove_own_tmux_socket()
     raise SystemExit(0 if state in ("finished", "stopped", "restarting") else 1)
+
+
+def _remove_own_tmux_socket() -> None:
+    """The run's own tmux server ends with this, its only pane; tmux leaves the socket file behind."""
+    socket = Path(os.environ.get("TMUX", "").split(",")[0])
+    if socket.name.startswith("ops-run-"):
+        socket.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -70,7 +71,10 @@ def detached_fixture() -> Iterator[Callable[[list[str], Path], subprocess.Comple
         for pid in pids:
             if pid and ours(pid, run_dir):
                 kill_tree(pid)
-        subprocess.run(["tmux", "-L", tmux_socket(run_dir), "kill-server"], capture_output=True, check=False)
+        socket = tmux_socket(run_dir)
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+        tmux_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (tmux_dir / socket).unlink(missing_ok=True)  # this test's own socket only
 
 
 def ours(pid: int, run_dir: Path) -> bool:
