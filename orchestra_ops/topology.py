@@ -142,6 +142,19 @@ class Provider(Strict):
         return value
 
 
+class EvalSettings(Strict):
+    """`eval:` how `ops eval --detach slurm` runs the eval itself: an sbatch job of its own, CPU only."""
+
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+
+    @field_validator("slurm")
+    @classmethod
+    def _cpu_only(cls, value: SlurmSettings) -> SlurmSettings:
+        if value.gpus:
+            raise ValueError(f"gpus: {value.gpus}: the eval job is CPU only (the fleet's nodes have the GPUs)")
+        return value
+
+
 class Topology(Strict):
     name: str
     # how nodes on this machine run their processes (local | tmux); slurm nodes and nodes on other
@@ -154,6 +167,7 @@ class Topology(Strict):
     providers: dict[str, Provider] = Field(default_factory=dict)
     roles: dict[str, str] = Field(default_factory=dict)
     aliases: dict[str, str] = Field(default_factory=dict)  # tool alias (search-1, …) -> role or model/provider key
+    eval: EvalSettings | None = None  # the detached eval's own sbatch job (detach.py)
 
     @field_validator("name")
     @classmethod

@@ -38,6 +38,10 @@ COMMANDS: dict[str, str] = {
     "restart": "restart_cmd:restart",
     "lora": "lora_cmd:lora",
     "posttrain": "posttrain_cmd:posttrain",
+    "runs": "runs_cmd:runs",
+    "attach": "attach_cmd:attach",
+    "stop": "runs_cmd:stop",
+    "_supervise": "supervise_cmd:supervise",
 }
 
 

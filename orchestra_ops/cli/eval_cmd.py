@@ -8,6 +8,7 @@ what hle takes and `ops --help` imports no suite.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import click
 
 from orchestra_ops.errors import ConfigError, OpsError
 from orchestra_ops.runner.tee import TeeHandler, TeeLog
+from orchestra_ops.supervisor import SUPERVISED_ENV
 
 COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--dataset"], type=click.Path(),
@@ -59,7 +61,26 @@ COMMON_OPTIONS: list[click.Option] = [
                  help="Where bubblewrap cannot isolate model-written code here (no user namespaces, not "
                       "installed), run it anyway with the limits alone: as you, seeing your files and the "
                       "network. Without this flag such a run stops at start with exit 2."),
+    click.Option(["--detach"], type=click.Choice(["tmux", "slurm"]), is_flag=False, flag_value="tmux",
+                 help="Run under a supervisor, away from this terminal: in a tmux server of the run's own "
+                      "(--detach, --detach tmux) or as an sbatch job (--detach slurm: the topology's eval.slurm "
+                      "settings). A crash is resumed, a slurm time limit requeued; follow it with "
+                      "`ops attach RUN`, `ops runs`; `ops stop RUN` stops it."),
+    click.Option(["--max-restarts"], type=click.IntRange(min=0), default=5, show_default=True,
+                 help="With --detach: how many times a crashed eval is rerun with --resume."),
+    click.Option(["--walltime"], help="With --detach slurm: the job's time limit (default: the topology's "
+                                      "eval.slurm.time, else 1:00:00); SIGTERM comes 300 s before it."),
+    click.Option(["--restart-backoff"], type=click.FloatRange(min=0), default=5.0, hidden=True,
+                 help="Seconds before the first restart (doubling, at most 300)."),
+    click.Option(["--stall-after"], type=click.FloatRange(min=0, min_open=True),
+                 help="Report a stall when no task has finished for this many seconds (default: the larger "
+                      "of 600 and 5x the p99 task time so far): each task in flight, the call it waits on, "
+                      "the replica and for how long, to eval.log and `ops runs`."),
+    click.Option(["--notify"], metavar="CMD",
+                 help="Run CMD (sh -c) with one JSON event on stdin for each replica ejected, stall, "
+                      "restart and the end of the run; a failing CMD is logged, never fatal."),
 ]
+DETACH_ONLY = frozenset({"detach", "max_restarts", "walltime", "restart_backoff"})
 COMMON_NAMES = frozenset(option.name for option in COMMON_OPTIONS if option.name)
 
 
@@ -119,6 +140,9 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
         ctx = click.get_current_context()
         given = {key: values[key] for key in own
                  if ctx.get_parameter_source(key) is not click.core.ParameterSource.DEFAULT}
+        if values["detach"]:
+            _detach(name, values, given, ctx)
+            return
         _run(name, values, given)
 
     return run
@@ -139,7 +163,8 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"],
                           exec_unsafe=values["exec_unsafe"],
                           cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
-                          cache_sampled=values["cache_sampled"])
+                          cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
+                          notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1")
     run = prepare(options)  # takes the run dir's lock: one writer per run dir
     try:
         _run_locked(run, suite, values)
@@ -185,6 +210,59 @@ def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str 
     if cache_sampled:
         raise ConfigError("--cache-sampled needs --cache (or --cache-file PATH)")
     return None
+
+
+def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], ctx: click.Context) -> None:
+    """Check everything `ops eval` would (exit 2 here, not in the background), then start the supervisor."""
+    from orchestra_ops.detach import DetachRequest, detach, eval_slurm_settings
+    from orchestra_ops.runner.prepare import EvalOptions, prepare
+    from orchestra_ops.runner.templates import parse_overrides
+
+    options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
+                          retry_failed=values["retry_failed"], dedupe=values["dedupe"],
+                          concurrency=values["concurrency"], limit=values["limit"], models=tuple(values["models"]),
+                          model=values["models"][0] if values["models"] else None, suite_options=suite_options,
+                          templates=parse_overrides(values["templates"]), topology=values["topology"],
+                          model_config=values["model_config"], exec_unsafe=values["exec_unsafe"])
+    run = prepare(options)
+    run.store.close()
+    run_dir = run.run_dir.resolve()
+    args = ["eval", suite, *_given_args(ctx, skip=DETACH_ONLY | {"run_dir"}), "--run-dir", str(run_dir)]
+    topology_file = None if values["model_config"] else run.routing.source  # an endpoints file has no eval:
+    slurm = eval_slurm_settings(topology_file, values["walltime"]) if values["detach"] == "slurm" else None
+    request = DetachRequest(run_dir=run_dir, eval_args=args, mode=values["detach"],
+                            max_restarts=values["max_restarts"], backoff_s=values["restart_backoff"],
+                            notify=values["notify"], slurm=slurm, cwd=Path.cwd(), suite=suite,
+                            topology=run.routing.name)
+    entry = detach(request)
+    where = (f"slurm job {entry['job_id']}" if "job_id" in entry
+             else f"tmux -L {entry['tmux']['socket']} (pid {entry['pid']})")
+    click.echo(f"detached: {run_dir} runs under a supervisor in {where}")
+    click.echo(f"  follow it:  ops attach {run_dir}")
+    click.echo(f"  all runs:   ops runs --root {run_dir.parent}")
+    click.echo(f"  stop it:    ops stop {run_dir}")
+    click.echo(f"  its log:    {run_dir / 'eval.log'}")
+
+
+def _given_args(ctx: click.Context, skip: frozenset[str]) -> list[str]:
+    """The options given on the command line (not defaults), as arguments for the supervised `ops eval`."""
+    args: list[str] = []
+    assert ctx.command is not None
+    for param in ctx.command.params:
+        name = param.name
+        if not isinstance(param, click.Option) or name is None or name in skip:
+            continue
+        if ctx.get_parameter_source(name) in (None, click.core.ParameterSource.DEFAULT):
+            continue
+        value = ctx.params[name]
+        flag = param.opts[0]
+        if param.is_flag:
+            if value:
+                args.append(flag)
+            continue
+        for item in value if param.multiple else [value]:
+            args += [flag, str(item)]
+    return args
 
 
 def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:

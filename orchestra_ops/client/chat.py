@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache, request_key
+from orchestra_ops.client.callctx import current_role
 from orchestra_ops.client.errors import CallError, TransportError
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.replica import Replica
@@ -94,11 +95,14 @@ class ModelClient:
     async def _timed_chat(self, messages: Sequence[Message], role: str, task: str | int | None,
                           params: Mapping[str, Any]) -> ChatResult:
         start_wall, start = time.time(), time.monotonic()
+        token = current_role.set(role or self.name)  # what a stall report says this task waits on
         try:
             result = await self._chat(list(messages), params)
         except CallError as exc:
             self._report(role, task, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
             raise
+        finally:
+            current_role.reset(token)
         self._report(role, task, start_wall, start, result, result.attempts, "ok", None, result.replica,
                      cached=result.attempts == 0)
         return result

@@ -40,6 +40,7 @@ class Fleet:
         self.transport: Transport = transport or KeepAliveTransport()
         self.on_call = on_call
         self._clients: dict[str, ModelClient] = {}
+        self.on_eject: Callable[[str, str, str], None] | None = None  # each pool's ejections (pool, replica, reason)
 
     def check(self, names: Iterable[str]) -> list[Target]:
         """Resolve every name a run will call, before any request: unknown names, models without
@@ -71,6 +72,7 @@ class Fleet:
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
         pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s)
+        pool.on_eject = self.on_eject
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
                                                                          or self.request_timeout_s)
         limit = self._limits.get(target.name)

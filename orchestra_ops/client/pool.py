@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from orchestra_ops.client.errors import CallError, TransportError
@@ -45,6 +45,7 @@ class ReplicaPool:
         self._probes: dict[int, asyncio.Task[None]] = {}
         self._turn = itertools.count()
         self._last_pick: dict[int, int] = {}
+        self.on_eject: Callable[[str, str, str], None] | None = None  # (pool, replica address, reason)
 
     @property
     def healthy(self) -> list[Replica]:
@@ -115,6 +116,8 @@ class ReplicaPool:
         replica.healthy = False
         log.warning("%s: replica %s ejected (%s); probing it in the background", self.name, replica.address,
                     reason)
+        if self.on_eject is not None:
+            self.on_eject(self.name, replica.address, reason)
         if id(replica) not in self._probes:
             self._probes[id(replica)] = asyncio.get_running_loop().create_task(self._probe(replica))
         if not self.healthy:

@@ -18,17 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache, cache_counts, cache_entry
+from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.client.transport import KeepAliveTransport
 from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
 from orchestra_ops.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
+from orchestra_ops.runner.events import EventLog
+from orchestra_ops.runner.inflight import InFlight, TrackingTransport
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 from orchestra_ops.runner.manifest import run_manifest
+from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.preflight import check_live
 from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
@@ -68,9 +73,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         tee.line(f"note: {run.store.path}: {run.store.skipped_lines} unreadable line(s) skipped (a torn or cut "
                  "record); their ids count as not done and run again")
     cache = ResponseCache(options.cache, sampled=options.cache_sampled) if options.cache else None
+    inflight = InFlight()
     fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
                   request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
-                  cache=cache)
+                  cache=cache, transport=TrackingTransport(KeepAliveTransport(), inflight))
     for name, cap in run.suite.limits(run.suite_options).items():
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
@@ -90,6 +96,15 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     progress = progress or Progress(total=len(run.todo))
     controller = Controller(on_stop=tee.line)
     tee.on_disk_full = controller.fail
+    events = EventLog(run.run_dir, options.notify)
+
+    def on_eject(pool: str, replica: str, reason: str) -> None:
+        events.emit("replica_ejected", model=pool, replica=replica, reason=reason)
+
+    fleet.on_eject = on_eject
+    monitor = RunMonitor(run.run_dir, progress, inflight, events, lambda: _counts(run),
+                         stall_after_s=options.stall_after_s)
+    monitor.write("running")
 
     def on_call(event: CallEvent) -> None:
         try:
@@ -112,8 +127,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     if cache is not None:
         tee.line(f"response cache {cache.path} ({'every request' if cache.sampled else 'temperature 0 only'})")
     start = time.monotonic()
+    end_state = "crashed"
     try:
-        asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox))
+        asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox, monitor))
+        end_state = "stopped" if controller.stopping else "finished"
     finally:
         for close in (run.store.close, profile.close):
             try:
@@ -122,6 +139,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                 controller.fail(exc)
         if cache is not None:
             cache.close()
+        monitor.finish(end_state)
+        if not options.supervised:  # under `--detach` the supervisor sends the end of the run
+            events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)))
+        events.close()
     elapsed = time.monotonic() - start
     tee.line(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
@@ -191,11 +212,17 @@ def routing_lines(routing: Routing, names: list[str]) -> Iterator[str]:
     yield "  (* called by this run; nothing else is contacted)"
 
 
+def _counts(run: PreparedRun) -> tuple[int, int, int]:
+    """(ok, failed, total) over the whole run dir, earlier invocations included."""
+    ok = sum(1 for status in run.store.final.values() if status == "ok")
+    return ok, len(run.store.final) - ok, len(run.samples)
+
+
 async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress, controller: Controller,
-                profile: ProfileWriter, toolbox: Toolbox) -> None:
+                profile: ProfileWriter, toolbox: Toolbox, monitor: RunMonitor) -> None:
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):
-        ticker = loop.create_task(_tick(run, progress, tee, profile, controller))
+        ticker = loop.create_task(_tick(run, progress, tee, profile, controller, monitor))
         if run.options.wall_timeout_s is not None:
             loop.call_later(run.options.wall_timeout_s, controller.time_out)
         try:
@@ -209,6 +236,7 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
                     controller.fail(exc)
                     return
                 progress.note_task(elapsed)
+                monitor.task_finished(elapsed)
                 tee.event(completion_line(record, elapsed, run.suite.summary_fields))
 
             previous = run.store.final_records() if run.options.retry_failed else {}
@@ -216,7 +244,15 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             def context(sample: Sample) -> RunContext:
                 return RunContext(fleet, sample["id"], profile, previous.get(sample_id(sample)), toolbox)
 
-            await run_tasks(run.todo, lambda sample: run.suite.run(sample, context(sample)),
+            async def work(sample: Sample) -> dict[str, Any]:
+                current_task.set(sample["id"])  # this task's own context: what a stall report names
+                monitor.inflight.task_started(sample["id"])
+                try:
+                    return await run.suite.run(sample, context(sample))
+                finally:
+                    monitor.inflight.task_finished(sample["id"])
+
+            await run_tasks(run.todo, work,
                             concurrency=run.options.concurrency, task_timeout_s=run.task_timeout_s,
                             on_done=done, progress=progress, controller=controller)
         finally:
@@ -227,8 +263,9 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
 
 
 async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter,
-                controller: Controller) -> None:
-    """Every interval: the progress line, and results/profile flushed even when tasks are slow."""
+                controller: Controller, monitor: RunMonitor) -> None:
+    """Every interval: the progress line, results/profile flushed even when tasks are slow, live.json
+    and the stall watchdog."""
     while True:
         await asyncio.sleep(run.options.progress_interval_s)
         try:
@@ -238,6 +275,8 @@ async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: Prof
             controller.fail(exc)
             return
         tee.event(progress.line())
+        for line in monitor.tick():
+            tee.alert(line)
 
 
 # signal -> what the stop line says it was (Ctrl-C says nothing: the user knows what they pressed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.fsutil import atomic_write_text
 
 RUN_FILE = "run.json"
+RUN_LOCK_FILE = ".run.json.lock"
 
 
 def default_run_dir(suite: str, topology: str) -> Path:
@@ -35,7 +37,12 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
 
 
 def write_run_info(run_dir: str | Path, info: dict[str, Any]) -> None:
-    previous = read_run_info(run_dir) or {}
-    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    merged = {**previous, **info, "created": previous.get("created", now), "updated": now}
-    atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(merged, indent=2) + "\n")
+    """Merge `info` into run.json; the read-merge-write holds a lock of its own (`.run.json.lock`, not
+    the run-dir lock), so the eval and its supervisor never lose each other's keys."""
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(run_dir) / RUN_LOCK_FILE, "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        previous = read_run_info(run_dir) or {}
+        now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        merged = {**previous, **info, "created": previous.get("created", now), "updated": now}
+        atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(merged, indent=2) + "\n")

@@ -1,0 +1,13 @@
+"""What the code running in an asyncio task is doing, for observers (the stall watchdog).
+
+`current_task`: the unit of work (set by the engine around each task); `current_role`: the role or
+model key of the model call being made (set by ModelClient for the length of one call). Context
+variables are copied into child tasks, so a suite's own gather() keeps its unit's id.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+current_task: ContextVar[str | int | None] = ContextVar("ops_current_task", default=None)
+current_role: ContextVar[str | None] = ContextVar("ops_current_role", default=None)
