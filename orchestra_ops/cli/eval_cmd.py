@@ -224,8 +224,10 @@ def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], c
                           model=values["models"][0] if values["models"] else None, suite_options=suite_options,
                           templates=parse_overrides(values["templates"]), topology=values["topology"],
                           model_config=values["model_config"], exec_unsafe=values["exec_unsafe"])
-    run = prepare(options)
+    run = prepare(options)  # a run dir in use by another eval is refused here, naming its holder
     run.store.close()
+    if run.lock is not None:  # the supervised eval takes it: held here it could refuse that eval's start
+        run.lock.release()
     run_dir = run.run_dir.resolve()
     args = ["eval", suite, *_given_args(ctx, skip=DETACH_ONLY | {"run_dir"}), "--run-dir", str(run_dir)]
     topology_file = None if values["model_config"] else run.routing.source  # an endpoints file has no eval:

@@ -127,7 +127,8 @@ def test_attach_in_a_terminal_detaches_on_ctrl_c_then_ops_stop_stops_cleanly(
     wait_until(lambda: len(results(run_dir)) > before + 10, "the run goes on after the detach")
     assert supervisor_state(run_dir) == "running"
     twice = run_ops([*_eval_args(tmp_path, sim, 3000), "--resume", "--run-dir", str(run_dir), "--detach"])
-    assert twice.returncode == 2 and f"{run_dir} is running already" in twice.stderr
+    # refused before anything starts: the run dir's lock names the eval that holds it
+    assert twice.returncode == 2 and f"{run_dir} is in use by another `ops eval`: pid " in twice.stderr
 
     stopped = run_ops(["stop", str(run_dir)])
     assert stopped.returncode == 0, stopped.stderr
