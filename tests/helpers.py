@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,3 +101,40 @@ def kill_tree(pid: int, timeout: float = 5.0) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     psutil.wait_procs(alive, timeout=timeout)
+
+
+class HealthPolled:
+    """`wait_ready` and `log_tail` of a test server process with a /health route (the sim, a real vLLM).
+
+    The class sets `process`, `base_url` and `log_path`; `label`, `poll_s` and `tail_lines` say how it is named,
+    polled and shown when it does not come up."""
+
+    process: subprocess.Popen[bytes] | None
+    base_url: str
+    log_path: Path
+    label = "server"
+    poll_s = 0.05
+    tail_lines = 40
+
+    def wait_ready(self, timeout: float) -> None:
+        """Poll /health (refused while starting) until 200; fail with the log tail if the process exits or
+        time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.label} exited with {self.process.returncode} before serving "
+                                   f"(log {self.log_path}):\n{self.log_tail()}")
+            with contextlib.suppress(OSError, urllib.error.URLError), \
+                    urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+            time.sleep(self.poll_s)
+        raise TimeoutError(f"{self.label} not healthy after {timeout:g} s (log {self.log_path}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int | None = None) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-(lines or self.tail_lines):])

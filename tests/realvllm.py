@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, HealthPolled, free_port
 from tests.simserver import parse_metrics
 
 VLLM_BIN = REPO / ".venv-vllm" / "bin" / "vllm"
@@ -79,8 +79,12 @@ def engine_env(core: int, extra: Mapping[str, str] | None = None) -> dict[str, s
     return env
 
 
-class VllmServer:
+class VllmServer(HealthPolled):
     """One real vLLM replica of the tiny model on 127.0.0.1:port (`vllm serve`, recipe §3)."""
+
+    label = "vLLM"
+    poll_s = 0.5  # /health is refused until the engine is up (about 45 s)
+    tail_lines = 60
 
     def __init__(self, served_name: str = SERVED_NAME, *, port: int | None = None,
                  model_dir: str | Path = TINY_MODEL, args: Sequence[str] = ENGINE_ARGS,
@@ -130,28 +134,6 @@ class VllmServer:
             self.stop()
             raise
         return self
-
-    def wait_ready(self, timeout: float) -> None:
-        """Poll /health (refused until the engine is up) until 200; fail with the log tail."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {self.process.returncode} before serving "
-                                   f"(log {self.log_path}):\n{self.log_tail()}")
-            with contextlib.suppress(OSError, urllib.error.URLError), \
-                    urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-            time.sleep(0.5)
-        raise TimeoutError(f"vLLM not healthy after {timeout:g} s (log {self.log_path}):\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
 
     def metrics(self) -> dict[str, float]:
         """/metrics, parsed as tests/simserver.py parses the sim's."""

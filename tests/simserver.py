@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from tests.helpers import REPO, free_port, kill_tree
+from tests.helpers import REPO, HealthPolled, free_port, kill_tree
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -55,8 +54,10 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
-class SimServer:
+class SimServer(HealthPolled):
     """A real simulated engine on 127.0.0.1:port, started as `python -m orchestra_ops serve sim …`."""
+
+    label = "sim server"
 
     def __init__(self, model: str = "sim-model", *, port: int | None = None, args: Sequence[str] = (),
                  env: Mapping[str, str] | None = None, ready_timeout: float = 30,
@@ -104,28 +105,6 @@ class SimServer:
             self.stop()
             raise
         return self
-
-    def wait_ready(self, timeout: float) -> None:
-        """Poll /health until 200; fail with the log tail if the process exits or time runs out."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"sim server exited with {self.process.returncode} before serving:\n"
-                                   f"{self.log_tail()}")
-            with contextlib.suppress(OSError, urllib.error.URLError), \
-                    urllib.request.urlopen(f"{self.base_url}/health", timeout=1) as resp:
-                if resp.status == 200:
-                    return
-            time.sleep(0.05)
-        raise TimeoutError(f"sim server not healthy after {timeout} s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
 
     def metrics(self) -> dict[str, float]:
         """The server's /metrics, parsed: {'sim_max_requests_in_flight': 8.0, …}."""
