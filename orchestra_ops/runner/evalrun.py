@@ -130,7 +130,8 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     end_state = "crashed"
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox, monitor))
-        end_state = "stopped" if controller.stopping else "finished"
+        end_state = ("crashed" if controller.failure is not None else "stopped" if controller.stopping
+                     else "finished")
     finally:
         for close in (run.store.close, profile.close):
             try:

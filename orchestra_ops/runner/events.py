@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.fsutil import is_disk_full
+
 log = logging.getLogger(__name__)
 
 EVENTS_FILE = "events.jsonl"
@@ -35,8 +37,13 @@ class EventLog:
         event = {"event": kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "run_dir": str(self.run_dir.resolve()), **details}
         line = json.dumps(event, default=str)
-        with self._lock, open(self.run_dir / EVENTS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        try:
+            with self._lock, open(self.run_dir / EVENTS_FILE, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        except OSError as exc:  # a full disk is the run's to report (DiskFull); --notify still hears the event
+            if not is_disk_full(exc):
+                raise
+            log.debug("%s not written: %s", EVENTS_FILE, exc)
         if self.notify:
             thread = threading.Thread(target=run_notify, args=(self.notify, line), daemon=True)
             thread.start()

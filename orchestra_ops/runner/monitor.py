@@ -11,6 +11,7 @@ eval.log and live.json (state `stalled`) and sends a `stall` event. The state go
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -22,10 +23,12 @@ from typing import Any
 import psutil
 
 from orchestra_ops.analysis.stats import percentile
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.runner.events import EventLog
 from orchestra_ops.runner.inflight import InFlight
 from orchestra_ops.runner.progress import Progress
+
+log = logging.getLogger(__name__)
 
 LIVE_FILE = "live.json"
 MIN_STALL_S = 600.0
@@ -93,7 +96,12 @@ class RunMonitor:
                 "done": ok, "failed": failed, "total": total, "in_flight": self.progress.in_flight,
                 "rate": round(self.progress.rate(now), 3), "eta_s": None if eta is None else round(eta, 1),
                 "stall": self._stall}
-        atomic_write_text(self.run_dir / LIVE_FILE, _dumps(live))
+        try:
+            atomic_write_text(self.run_dir / LIVE_FILE, _dumps(live))
+        except OSError as exc:  # a status file: a full disk is the run's to report (DiskFull), not this one's
+            if not is_disk_full(exc):
+                raise
+            log.debug("%s not written: %s", LIVE_FILE, exc)
 
     def finish(self, state: str) -> None:
         self._stall = None

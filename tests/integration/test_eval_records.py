@@ -63,7 +63,7 @@ def test_an_unknown_suite_lists_the_suites() -> None:
     out = run_ops(["eval", "nope"])
     assert out.returncode == 2
     assert ("unknown suite 'nope'; suites: arc, bbh, chat, cmmlu, frames, gsm8k, healthbench, hellaswag, hle, "
-            "humaneval, mmlu, tau2\n") in out.stderr
+            "humaneval, mmlu, opencompass, tau2\n") in out.stderr
 
 
 def _routing(port: int, timeout: float | None = None) -> Routing:
