@@ -82,6 +82,7 @@ def write_topology(path: Path, name: str, port: int, retrieval: tuple[int, Path]
     model = doc["models"]["tiny"]
     model.update(model=str(MODEL), tokenizer=str(MODEL), port=port)
     model["engine_args"] = [*model["engine_args"], *extra_engine_args]
+    doc.pop("services", None)  # the bundled one builds its index from a corpus relative to the repo root
     if retrieval is not None:
         doc["services"] = {"retrieval": {"kind": "retrieval", "node": "cpu", "port": retrieval[0],
                                          "index_dir": str(retrieval[1])}}
