@@ -1,22 +1,31 @@
-"""`ops posttrain` of one adapter on gsm8k + mmlu at the real sets' sizes, against the bound and
+"""`ops posttrain` of one adapter on gsm8k + mmlu + bbh at the real sets' sizes, against the bound and
 OpenCompass's request pattern.
 
 Datasets (synthetic, shaped like the suites' bundled sets, scaled to the real test sets): gsm8k
 1,319 problems; mmlu 14,042 questions over its 57 subjects (spread evenly: 246 or 247 per subject;
-the real per-subject sizes differ, the total is the real one). bbh is not on this branch (another
-engineer adds it), so it is left out; with it, `--datasets gsm8k,mmlu,bbh` is the only change.
-Base and adapter: 2 x 15,361 = 30,722 requests.
+the real per-subject sizes differ, the total is the real one); bbh 6,511 items over its 27 subsets at
+the real BBH per-subset sizes (OpenCompass's bbh/<subset>.json test files: 250 each, but
+causal_judgement 187, penguins_in_a_table 146, snarks 178), items written by the bundled set's
+generator (benchmark_synthetic.bbh_example: multiple-choice items with 3-5 options, free-form yes/no,
+true/false, valid/invalid or number items) and prompted with the bundled synthetic few-shot examples
+(templates/bbh_hints, about 0.6 KB a subset; the real lib_prompt CoT examples are several KB, so a real
+bbh request carries more bytes than these, which the sims' fixed 200 ms does not charge for).
+Base and adapter: 2 x 21,872 = 43,744 requests.
 
 Fleet: a topology of 2 simulated replicas (`engine: sim`, 200 ms a request, `runtime_lora: true`),
 brought up and down by the call itself (`--up --down`); the adapter is loaded into both at runtime.
 
-1. `ops posttrain` (the library call the CLI makes, in process) at concurrency 128 and 256. The bound
-   is total calls / capacity, capacity = units in flight / 0.2 s (the sims take any number at once,
-   so the in-flight cap is the client's). Wall time is reported for the eval alone (first request to
-   last answer, from profile.jsonl) and end to end (up, load, eval, scoring, unload, down).
+1. `ops posttrain --datasets gsm8k,mmlu,bbh` (the library call the CLI makes, in process) at concurrency
+   128 and 256. The bound is total calls / capacity, capacity = units in flight / 0.2 s (the sims take
+   any number at once, so the in-flight cap is the client's). Wall time is reported for the eval alone
+   (first request to last answer, from profile.jsonl) and end to end (up, load, eval, scoring, unload,
+   down).
 2. OpenCompass's request pattern at its defaults (OpenAISDK query_per_second 1, batch_size 1; one model
    after the other; the token bucket and per-batch thread pool of bench_opencompass.py), measured on
-   a slice and projected to all 30,722 requests (it is rate-limited, so the rate is steady).
+   a slice and projected to all 43,744 requests (it is rate-limited, so the rate is steady). The slice
+   takes gsm8k, mmlu and bbh prompts in turn: at qps 1 each request waits for its token (1 s) and a
+   200 ms answer fits inside that wait, so a request's shape does not change the rate; the bbh-shaped
+   ones are measured rather than assumed.
 The load average is printed before and after: client and servers share this machine's cores.
 Never asserts; returns 0.
 """
@@ -29,10 +38,12 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
-from orchestra_ops.evals.opencompass import mmlu_data
+from orchestra_ops.evals.opencompass import bbh, mmlu_data
 from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth, mmlu_truth
+from orchestra_ops.services.simllm.benchmark_synthetic import bbh_example, write_bbh
 
 from bench.bench_opencompass import _opencompass
 from bench.tables import table
@@ -42,10 +53,15 @@ from tests.simserver import SimServer
 
 GSM8K = 1_319
 MMLU = 14_042
+# the real BBH test files' sizes (OpenCompass's data/BBH/data/<subset>.json): 250 each but these three
+BBH_SIZES = {subset: {"causal_judgement": 187, "penguins_in_a_table": 146, "snarks": 178}.get(subset, 250)
+             for subset in bbh.SUBSETS}
+BBH = sum(BBH_SIZES.values())  # 6,511
+DATASETS = ("gsm8k", "mmlu", "bbh")
 LATENCY_MS = 200
 REPLICAS = 2
 CONCURRENCY = (128, 256)
-OC_PER_MODEL = 8  # requests per model measured at OpenCompass's defaults (1 request/s)
+OC_PER_MODEL = 9  # requests per model measured at OpenCompass's defaults (1 request/s): 3 of each dataset
 MODELS = ("base", "ft")
 
 
@@ -65,6 +81,8 @@ def _datasets(root: Path) -> Path:
             for i in range(size):
                 q = f"Bench {subject} question {i}: which option holds?"
                 writer.writerow([q, "first", "second", "third", "fourth", mmlu_truth(q)])
+    write_bbh(root / "bbh", {subset: [bbh_example(subset, i, subset in bbh.MULTIPLE_CHOICE) for i in range(size)]
+                             for subset, size in BBH_SIZES.items()})
     return root
 
 
@@ -90,19 +108,37 @@ def _span(run_dir: Path) -> tuple[float, int]:
     return last - first, calls
 
 
-def _posttrain(root: Path, data: Path, adapter: Path, concurrency: int) -> dict[str, float]:
+def _posttrain(root: Path, data: Path, adapter: Path, concurrency: int) -> dict[str, Any]:
     from orchestra_ops.posttrain import PosttrainOptions, posttrain
 
     topology = _topology(root / f"topology-{concurrency}.yaml")
     run_dir = root / f"run-{concurrency}"
     start = time.perf_counter()
     result = posttrain(PosttrainOptions(topology=str(topology), model="base", adapter=f"ft={adapter}",
-                                        datasets="gsm8k,mmlu", up=True, down=True, concurrency=concurrency,
+                                        datasets=",".join(DATASETS), up=True, down=True, concurrency=concurrency,
                                         dataset_root=str(data), run_dir=str(run_dir), timeout_s=3600))
     total = time.perf_counter() - start
     eval_s, calls = _span(run_dir)
-    return {"calls": calls, "eval_s": eval_s, "total_s": total, "verdict": result["verdict"] == "pass",
-            "gsm8k_delta": result["datasets"]["gsm8k"]["delta"], "mmlu_delta": result["datasets"]["mmlu"]["delta"]}
+    return {"calls": calls, "eval_s": eval_s, "total_s": total, "verdict": result["verdict"],
+            "deltas": {name: result["datasets"][name]["delta"] for name in DATASETS}}
+
+
+def _oc_prompts(data: Path, per_dataset: int) -> list[list[dict[str, str]]]:
+    """The first `per_dataset` prompts of each suite as `ops` sends them, taken gsm8k, mmlu, bbh in turn."""
+    from orchestra_ops.evals.opencompass.bbh import BbhSuite
+    from orchestra_ops.evals.opencompass.gsm8k import Gsm8kSuite
+    from orchestra_ops.evals.opencompass.mmlu import MmluSuite
+
+    from orchestra_ops.runner.templates import load_templates
+
+    per_suite = []
+    suite: Any
+    for name, suite in zip(DATASETS, (Gsm8kSuite(), MmluSuite(), BbhSuite()), strict=True):
+        suite.templates = dict(load_templates(suite.template_files, {}))
+        suite.check({})
+        samples = suite.load(data / name, dedupe=False)[:per_dataset]
+        per_suite.append([suite.messages({**s, "model": "sim/base"}) for s in samples])
+    return [prompts[i] for i in range(per_dataset) for prompts in per_suite]
 
 
 def main() -> int:
@@ -123,15 +159,7 @@ def main() -> int:
                 rows.append([f"ops posttrain, concurrency {concurrency}", f"{int(r['calls']):,}",
                              f"{r['calls'] / r['eval_s']:,.1f}", f"{bound_s:,.1f}", f"{r['eval_s']:,.1f}",
                              f"{bound_s / r['eval_s']:.2f}", f"{r['total_s']:,.1f}"])
-            from orchestra_ops.evals.opencompass.gsm8k import Gsm8kSuite
-
-            from orchestra_ops.runner.templates import load_templates
-
-            suite = Gsm8kSuite()
-            suite.templates = dict(load_templates(suite.template_files, {}))
-            suite.check({})
-            prompts = [suite.messages({**s, "model": "sim/base"})
-                       for s in suite.load(data / "gsm8k", dedupe=False)[:OC_PER_MODEL]]
+            prompts = _oc_prompts(data, OC_PER_MODEL // len(DATASETS))
             adapter_dir = make_adapter(root / "oc-ft")
             sims = [SimServer("sim/base", args=["--latency-ms", str(LATENCY_MS), "--enable-lora", "--lora-modules",
                                                 f"ft={adapter_dir}"])]
@@ -148,13 +176,15 @@ def main() -> int:
     oc_s = total / rate
     rows.append(["OpenCompass defaults (qps 1, batch_size 1)", f"{2 * OC_PER_MODEL} measured", f"{rate:,.2f}",
                  "-", f"{oc_s:,.0f} (projected)", "-", f"errors {errors}"])
-    table(f"ops posttrain: gsm8k ({GSM8K:,}) + mmlu ({MMLU:,}) x base + adapter, {REPLICAS} sim replicas at "
-          f"{LATENCY_MS} ms (bbh not on this branch)",
+    table(f"ops posttrain: gsm8k ({GSM8K:,}) + mmlu ({MMLU:,}) + bbh ({BBH:,}, 27 subsets) x base + adapter, "
+          f"{REPLICAS} sim replicas at {LATENCY_MS} ms",
           ["harness", "requests", "req/s", "bound s", "eval wall s", "of bound", "end-to-end s"], rows)
+    print(f"  OpenCompass slice: {OC_PER_MODEL} prompts a model, gsm8k, mmlu and bbh in turn")
     for concurrency, r in zip(CONCURRENCY, results, strict=True):
         print(f"  concurrency {concurrency}: OpenCompass / ops eval wall = {oc_s / r['eval_s']:,.0f}x "
-              f"(end to end {oc_s / r['total_s']:,.0f}x); deltas gsm8k {r['gsm8k_delta']:+.2f}, "
-              f"mmlu {r['mmlu_delta']:+.2f}")
+              f"(end to end {oc_s / r['total_s']:,.0f}x); verdict {r['verdict']}; deltas "
+              + ", ".join(f"{name} {'-' if delta is None else format(delta, '+.2f')}"
+                       for name, delta in r["deltas"].items()))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
