@@ -9,12 +9,21 @@ seats; cancelling or changing flights does not give them back; a certificate use
 
 from __future__ import annotations
 
-import ast
 import copy
 from collections.abc import Mapping
 from typing import Any
 
-from orchestra_ops.evals.tau2.domain import GENERIC, READ, WRITE, Domain, ToolError, Toolkit, param
+from orchestra_ops.evals.tau2.domain import (
+    GENERIC,
+    READ,
+    WRITE,
+    Domain,
+    ToolError,
+    Toolkit,
+    calculate_checked,
+    param,
+    record,
+)
 
 agent = Toolkit()
 CABINS = ("business", "economy", "basic_economy")
@@ -113,24 +122,15 @@ def normalize(db: dict[str, Any]) -> dict[str, Any]:
 
 
 def _user(db: dict[str, Any], user_id: str) -> dict[str, Any]:
-    if user_id not in db["users"]:
-        raise ToolError(f"User {user_id} not found")
-    found: dict[str, Any] = db["users"][user_id]
-    return found
+    return record(db, "users", user_id, f"User {user_id} not found")
 
 
 def _reservation(db: dict[str, Any], reservation_id: str) -> dict[str, Any]:
-    if reservation_id not in db["reservations"]:
-        raise ToolError(f"Reservation {reservation_id} not found")
-    found: dict[str, Any] = db["reservations"][reservation_id]
-    return found
+    return record(db, "reservations", reservation_id, f"Reservation {reservation_id} not found")
 
 
 def _flight(db: dict[str, Any], flight_number: str) -> dict[str, Any]:
-    if flight_number not in db["flights"]:
-        raise ToolError(f"Flight {flight_number} not found")
-    found: dict[str, Any] = db["flights"][flight_number]
-    return found
+    return record(db, "flights", flight_number, f"Flight {flight_number} not found")
 
 
 def _instance(db: dict[str, Any], flight_number: str, date: str) -> dict[str, Any]:
@@ -259,14 +259,7 @@ def book_reservation(db: dict[str, Any], user_id: str, origin: str, destination:
 @agent.tool(GENERIC, "Calculate an arithmetic expression (numbers, + - * / and parentheses).",
             expression=param(_S, "Such as '2 * (3 + 4)'."))
 def calculate(db: dict[str, Any], expression: str) -> str:
-    if not all(char in "0123456789+-*/(). " for char in expression):
-        raise ToolError("Invalid characters in expression")
-    from orchestra_ops.evals.tau2.synthetic import _arith
-
-    try:
-        return str(round(_arith(ast.parse(expression, mode="eval").body), 2))
-    except SyntaxError as exc:
-        raise ToolError(f"invalid expression: {exc.msg}") from None
+    return calculate_checked(expression)
 
 
 @agent.tool(WRITE, "Cancel a whole reservation; every payment is refunded.",

@@ -13,9 +13,11 @@ serialised as τ²-bench serialises it; `db_hash` is sha256 of the DB's JSON wit
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import json
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +73,40 @@ class Toolkit:
     def function(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.functions[fn.__name__] = fn
         return fn
+
+
+def record(db: Mapping[str, Any], table: str, key: str, missing: str) -> dict[str, Any]:
+    """`db[table][key]`, or a ToolError saying `missing` (each domain keeps τ²-bench's own wording)."""
+    if key not in db[table]:
+        raise ToolError(missing)
+    found: dict[str, Any] = db[table][key]
+    return found
+
+
+_OPS: dict[type, Callable[..., float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.USub: operator.neg}
+
+
+def arithmetic(node: ast.AST) -> float:
+    """The value of a parsed expression of numbers, + - * / and parentheses (no eval: anything else refused)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return float(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return float(_OPS[type(node.op)](arithmetic(node.left), arithmetic(node.right)))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return float(_OPS[type(node.op)](arithmetic(node.operand)))
+    raise ToolError("only numbers, + - * / and parentheses")
+
+
+def calculate_checked(expression: str) -> str:
+    """τ²-bench's `calculate` (airline, retail): characters checked first, the result rounded to 2 places."""
+    if not all(char in "0123456789+-*/(). " for char in expression):
+        raise ToolError("Invalid characters in expression")
+    try:
+        return str(round(arithmetic(ast.parse(expression, mode="eval").body), 2))
+    except SyntaxError as exc:
+        raise ToolError(f"invalid expression: {exc.msg}") from None
 
 
 def param(kind: str, description: str, **extra: Any) -> dict[str, Any]:

@@ -9,14 +9,23 @@ checked; cancelling refunds gift cards at once, one payment at a time.
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from orchestra_ops.evals.tau2.airline import _pick
-from orchestra_ops.evals.tau2.domain import GENERIC, READ, WRITE, Domain, ToolError, Toolkit, param
+from orchestra_ops.evals.tau2.domain import (
+    GENERIC,
+    READ,
+    WRITE,
+    Domain,
+    ToolError,
+    Toolkit,
+    calculate_checked,
+    param,
+    record,
+)
 
 agent = Toolkit()
 _ORDER_OPTIONAL = ("cancel_reason", "exchange_items", "exchange_new_items", "exchange_payment_method_id",
@@ -76,24 +85,15 @@ def normalize(db: dict[str, Any]) -> dict[str, Any]:
 
 
 def _order_of(db: dict[str, Any], order_id: str) -> dict[str, Any]:
-    if order_id not in db["orders"]:
-        raise ToolError("Order not found")
-    found: dict[str, Any] = db["orders"][order_id]
-    return found
+    return record(db, "orders", order_id, "Order not found")
 
 
 def _user(db: dict[str, Any], user_id: str) -> dict[str, Any]:
-    if user_id not in db["users"]:
-        raise ToolError("User not found")
-    found: dict[str, Any] = db["users"][user_id]
-    return found
+    return record(db, "users", user_id, "User not found")
 
 
 def _product(db: dict[str, Any], product_id: str) -> dict[str, Any]:
-    if product_id not in db["products"]:
-        raise ToolError("Product not found")
-    found: dict[str, Any] = db["products"][product_id]
-    return found
+    return record(db, "products", product_id, "Product not found")
 
 
 def _variant(db: dict[str, Any], product_id: str, variant_id: str) -> dict[str, Any]:
@@ -133,14 +133,7 @@ _PM = param(_S, "A payment method id, such as 'gift_card_0000000' or 'credit_car
 @agent.tool(GENERIC, "Calculate an arithmetic expression (numbers, + - * / and parentheses).",
             expression=param(_S, "Such as '2 * (3 + 4)'."))
 def calculate(db: dict[str, Any], expression: str) -> str:
-    if not all(char in "0123456789+-*/(). " for char in expression):
-        raise ToolError("Invalid characters in expression")
-    from orchestra_ops.evals.tau2.synthetic import _arith
-
-    try:
-        return str(round(_arith(ast.parse(expression, mode="eval").body), 2))
-    except SyntaxError as exc:
-        raise ToolError(f"invalid expression: {exc.msg}") from None
+    return calculate_checked(expression)
 
 
 @agent.tool(WRITE, "Cancel a pending order; payments are refunded (gift cards at once).", order_id=_ORDER,

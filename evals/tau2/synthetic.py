@@ -10,11 +10,20 @@ class_discount_pct}}. User DB (the member's phone app): `app` {logged_in, notifi
 from __future__ import annotations
 
 import ast
-import operator
-from collections.abc import Callable
 from typing import Any
 
-from orchestra_ops.evals.tau2.domain import GENERIC, READ, THINK, WRITE, Domain, ToolError, Toolkit, param
+from orchestra_ops.evals.tau2.domain import (
+    GENERIC,
+    READ,
+    THINK,
+    WRITE,
+    Domain,
+    ToolError,
+    Toolkit,
+    arithmetic,
+    param,
+    record,
+)
 
 agent = Toolkit()
 user = Toolkit()
@@ -24,17 +33,11 @@ _CLASS = param("string", "The class's id, such as 'c1'.")
 
 
 def _member(db: dict[str, Any], member_id: str) -> dict[str, Any]:
-    if member_id not in db["members"]:
-        raise ToolError(f"member {member_id} not found")
-    member: dict[str, Any] = db["members"][member_id]
-    return member
+    return record(db, "members", member_id, f"member {member_id} not found")
 
 
 def _class(db: dict[str, Any], class_id: str) -> dict[str, Any]:
-    if class_id not in db["classes"]:
-        raise ToolError(f"class {class_id} not found")
-    found: dict[str, Any] = db["classes"][class_id]
-    return found
+    return record(db, "classes", class_id, f"class {class_id} not found")
 
 
 def _class_price(db: dict[str, Any], member: dict[str, Any], klass: dict[str, Any]) -> int:
@@ -118,25 +121,10 @@ def pay_balance(db: dict[str, Any], member_id: str, amount: int) -> dict[str, An
     return member
 
 
-_OPS: dict[type, Callable[..., float]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.USub: operator.neg}
-
-
-def _arith(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return float(node.value)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return float(_OPS[type(node.op)](_arith(node.left), _arith(node.right)))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-        return float(_OPS[type(node.op)](_arith(node.operand)))
-    raise ToolError("only numbers, + - * / and parentheses")
-
-
 @agent.tool(GENERIC, "Calculate an arithmetic expression.", expression=param("string", "Such as '2 * (3 + 4)'."))
 def calculate(db: dict[str, Any], expression: str) -> str:
     try:
-        value = _arith(ast.parse(str(expression), mode="eval").body)
+        value = arithmetic(ast.parse(str(expression), mode="eval").body)
     except (SyntaxError, ZeroDivisionError) as exc:
         raise ToolError(f"cannot calculate {expression!r}: {exc}") from None
     return str(round(value, 2))
