@@ -22,7 +22,7 @@ from typing import Any
 
 from orchestra_ops.evals.opencompass import cmmlu_data
 from orchestra_ops.evals.opencompass.postprocess import cmmlu_answer
-from orchestra_ops.evals.opencompass.sampling import seeded_sample
+from orchestra_ops.evals.opencompass.sampling import by_subject, sample_subjects
 from orchestra_ops.evals.opencompass.suite import Group, OpenCompassSuite, common_options
 
 from orchestra_ops.errors import ConfigError
@@ -81,15 +81,8 @@ class CmmluSuite(OpenCompassSuite):
         return samples
 
     def select(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
-        by_subject: dict[str, list[Sample]] = {}
-        for sample in samples:
-            by_subject.setdefault(sample["subject"], []).append(sample)
-        wanted = list(options.get("subjects") or ()) or sorted(by_subject)
-        unknown = [s for s in wanted if s not in by_subject]
-        if unknown:
-            raise ConfigError(f"--subject {unknown[0]}: not in the dataset (subjects: {', '.join(sorted(by_subject))})")
-        seed, count = int(options.get("seed") or 0), options.get("sample")
-        return [s for subject in sorted(wanted) for s in seeded_sample(by_subject[subject], count, seed, subject)]
+        grouped, wanted = by_subject(samples, options)
+        return sample_subjects(grouped, wanted, options)
 
     def dataset_of(self, unit: Sample) -> str:
         return PREFIX + str(unit["subject"])

@@ -23,7 +23,7 @@ from typing import Any
 
 from orchestra_ops.evals.opencompass import mmlu_data
 from orchestra_ops.evals.opencompass.extract import mmlu_extract, mmlu_extract_five_shot
-from orchestra_ops.evals.opencompass.sampling import seeded_sample
+from orchestra_ops.evals.opencompass.sampling import by_subject, sample_subjects
 from orchestra_ops.evals.opencompass.suite import Group, OpenCompassSuite, common_options
 
 from orchestra_ops.errors import ConfigError
@@ -72,20 +72,13 @@ class MmluSuite(OpenCompassSuite):
         return samples
 
     def select(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
-        by_subject: dict[str, list[Sample]] = {}
-        for sample in samples:
-            by_subject.setdefault(sample["subject"], []).append(sample)
-        wanted = list(options.get("subjects") or ()) or sorted(by_subject)
-        unknown = [s for s in wanted if s not in by_subject]
-        if unknown:
-            raise ConfigError(f"--subject {unknown[0]}: not in the dataset (subjects: {', '.join(sorted(by_subject))})")
+        grouped, wanted = by_subject(samples, options)
         if (options.get("variant") or self.variant()) == FIVE_SHOT:
             short = [s for s in wanted if len(self.dev.get(s, [])) < mmlu_data.SHOTS]
             if short:
                 raise ConfigError(f"--variant 5shot needs {mmlu_data.SHOTS} rows in dev/<subject>_dev.csv; "
                                   f"too few for: {', '.join(short)}")
-        seed, count = int(options.get("seed") or 0), options.get("sample")
-        return [s for subject in sorted(wanted) for s in seeded_sample(by_subject[subject], count, seed, subject)]
+        return sample_subjects(grouped, wanted, options)
 
     def dataset_of(self, unit: Sample) -> str:
         return mmlu_data.abbr(unit["subject"])
