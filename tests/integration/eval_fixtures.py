@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import OPS, REPO, kill_tree
 from tests.simserver import SimServer
 
 
@@ -31,6 +34,22 @@ def wait_lines(path: Path, count: int, proc: subprocess.Popen[Any], timeout_s: f
             return
         time.sleep(0.02)
     raise AssertionError(f"{path} never reached {count} lines (exit {proc.poll()})")
+
+
+def kill9_mid_run(args: Sequence[str], results_file: Path, lines: int, *, env: dict[str, str] | None = None,
+                  timeout_s: float = 120.0) -> None:
+    """Run `ops ARGS` (from the repo) and SIGKILL it once `results_file` holds `lines` lines, mid-run;
+    whatever it left is killed by pid. The kill must land while it still runs."""
+    proc = subprocess.Popen([*OPS, *args], cwd=REPO, env={**os.environ, **(env or {})},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_lines(results_file, lines, proc, timeout_s=timeout_s)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        kill_tree(proc.pid)
+    assert proc.returncode == -signal.SIGKILL
 
 
 def results(run_dir: Path) -> list[dict[str, Any]]:

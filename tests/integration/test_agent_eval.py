@@ -4,8 +4,6 @@ retrieval payload at the server, token budgets, kill -9 then --resume, and `ops 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -20,7 +18,7 @@ pytest.importorskip("sentence_transformers")
 
 from orchestra_ops.services.simllm import agent_rules, rules, tokens
 
-from tests.helpers import OPS, REPO, free_port, kill_tree, run_ops
+from tests.helpers import free_port, run_ops
 from tests.integration.agent_fixtures import (
     BUNDLED,
     expected,
@@ -28,7 +26,7 @@ from tests.integration.agent_fixtures import (
     standard_fleet,
     text_samples,
 )
-from tests.integration.eval_fixtures import wait_lines
+from tests.integration.eval_fixtures import kill9_mid_run
 from tests.integration.retrieval_fixtures import running, start_server
 from tests.recording_proxy import RecordingProxy
 from tests.simserver import SimServer
@@ -208,15 +206,7 @@ def test_cais_protocol_after_kill_9_and_resume_scores_as_hle_reports(tmp_path: P
     run_dir = tmp_path / "run"
     base = ["eval", "hle", "--no-analyze", *topology, "--run-dir", str(run_dir), "--judge-protocol", "cais",
             "--concurrency", "8", "--exec-workers", "4"]
-    proc = subprocess.Popen([*OPS, *base], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_lines(run_dir / "results.jsonl", 60, proc, timeout_s=300)
-        assert proc.poll() is None, "the run ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        kill_tree(proc.pid)
+    kill9_mid_run(base, run_dir / "results.jsonl", 60, env=env, timeout_s=300)
     text = (run_dir / "results.jsonl").read_text()
     before = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]  # a torn tail is not a result
     assert 60 <= len(before) < len(samples)

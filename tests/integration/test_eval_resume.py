@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers import OPS, REPO, kill_tree, run_ops
-from tests.integration.eval_fixtures import dataset, model_config, results, total, wait_lines
+from tests.integration.eval_fixtures import dataset, kill9_mid_run, model_config, results, total
 from tests.simserver import SimServer
 
 
@@ -29,14 +29,7 @@ def test_kill_9_then_resume_then_retry_failed(tmp_path: Path, sim_server: Callab
     base = ["eval", "chat", "--no-analyze",
             "--model-config", str(config), "--run-dir", str(run_dir), "--concurrency", "16",
             "--max-retries", "1"]
-    proc = _start([*base, "--dataset", str(data)])
-    try:
-        wait_lines(run_dir / "results.jsonl", 100, proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        kill_tree(proc.pid)
-    assert proc.returncode == -signal.SIGKILL
+    kill9_mid_run([*base, "--dataset", str(data)], run_dir / "results.jsonl", 100, timeout_s=60)
     before = results(run_dir)
     assert 100 <= len(before) < 400
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -12,8 +10,8 @@ from pathlib import Path
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import FaultPlan
 
-from tests.helpers import OPS, REPO, kill_tree, run_ops
-from tests.integration.eval_fixtures import model_config, results, total, wait_lines
+from tests.helpers import run_ops
+from tests.integration.eval_fixtures import kill9_mid_run, model_config, results, total
 from tests.integration.healthbench_fixtures import (
     assert_scores_match,
     bundled_rows,
@@ -128,15 +126,7 @@ def test_kill_9_mid_run_then_resume_scores_every_example_once(tmp_path: Path,
     base = ["eval", "healthbench", "--no-analyze",
             "--model-config", str(_config(tmp_path, candidate, judge)), "--run-dir",
             str(run_dir), "--concurrency", "4"]
-    proc = subprocess.Popen([*OPS, *base, "--limit", "50"], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait_lines(run_dir / "results.jsonl", 12, proc, timeout_s=120)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        kill_tree(proc.pid)
-    assert proc.returncode == -signal.SIGKILL
+    kill9_mid_run([*base, "--limit", "50"], run_dir / "results.jsonl", 12)
     before = results(run_dir)
     assert 12 <= len(before) < 50
 

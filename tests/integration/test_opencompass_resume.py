@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +11,8 @@ from pathlib import Path
 from orchestra_ops.services.simllm import benchmark_rules as br
 
 from tests.adapters import make_adapter
-from tests.helpers import OPS, REPO, kill_tree, run_ops
-from tests.integration.eval_fixtures import wait_lines
+from tests.helpers import run_ops
+from tests.integration.eval_fixtures import kill9_mid_run
 from tests.simserver import SimServer
 
 
@@ -41,15 +39,7 @@ def test_kill_9_then_resume_runs_every_pair_once(tmp_path: Path, sim_server: Cal
     base = ["eval", "gsm8k", "--no-analyze", "--model-config", str(config), "--model", "sim/base", "--model", "ft",
             "--run-dir", str(run_dir), "--concurrency", "4"]
     results = run_dir / "results.jsonl"
-    proc = subprocess.Popen([*OPS, *base, "--dataset", str(data)], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait_lines(results, 100, proc, timeout_s=120)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        kill_tree(proc.pid)
-    assert proc.returncode == -signal.SIGKILL
+    kill9_mid_run([*base, "--dataset", str(data)], results, 100)
     before = [json.loads(line) for line in results.read_text().splitlines()]
     assert 100 <= len(before) < 400
     assert not (run_dir / "scores.json").exists()

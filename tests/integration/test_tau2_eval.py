@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import signal
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -16,9 +14,9 @@ from typing import Any
 import pytest
 from orchestra_ops.services.simllm import tau2_rules
 
-from tests.helpers import OPS, REPO, kill_tree, run_ops
+from tests.helpers import REPO, run_ops
 from tests.integration.agent_fixtures import read_jsonl, write_fleet
-from tests.integration.eval_fixtures import wait_lines
+from tests.integration.eval_fixtures import kill9_mid_run
 from tests.integration.tau2_fixtures import EXPECTED, expected_reward, expected_scores, seeds, tau2_fleet
 from tests.simserver import SimServer
 
@@ -174,15 +172,7 @@ def test_kill_9_then_resume_runs_every_task_and_trial_once(tmp_path: Path, sims:
         env = {"OPS_HOME": str(home)}
         base = ["eval", "tau2", "--no-analyze", "--topology", str(topology), "--run-dir", str(run_dir),
                 "--trials", "2", "--max-steps", "30", "--concurrency", "4"]
-        proc = subprocess.Popen([*OPS, *base], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            wait_lines(run_dir / "results.jsonl", 6, proc, timeout_s=300)
-            assert proc.poll() is None, "the run ended before it could be killed"
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            kill_tree(proc.pid)
+        kill9_mid_run(base, run_dir / "results.jsonl", 6, env=env, timeout_s=300)
         text = (run_dir / "results.jsonl").read_text()
         before = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
         units = [f"{t}#{k}" for t in EXPECTED for k in range(2)]
