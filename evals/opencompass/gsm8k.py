@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.evals.opencompass.extract import gsm8k_equal, gsm8k_extract, gsm8k_gold
-from orchestra_ops.evals.opencompass.sampling import seeded_sample
-from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
+from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
@@ -28,8 +27,10 @@ from orchestra_ops.runner.templates import packaged
 DATASET = "gsm8k"
 
 
-class Gsm8kSuite(OpenCompassSuite):
+class Gsm8kSuite(SingleDatasetSuite):
     """gsm8k as OpenCompass's gsm8k_gen scores it: 4-shot chat turns, the last number before any `Question:`."""
+
+    dataset_name = DATASET
 
     name = "gsm8k"
     default_dataset = packaged("data/gsm8k")
@@ -75,12 +76,6 @@ class Gsm8kSuite(OpenCompassSuite):
         if not samples:
             raise ConfigError(f"{source}: no samples")
         return samples
-
-    def select(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
-        return seeded_sample(samples, options.get("sample"), int(options.get("seed") or 0), DATASET)
-
-    def dataset_of(self, unit: Sample) -> str:
-        return DATASET
 
     def messages(self, unit: Sample) -> list[dict[str, str]]:
         question = self.templates["question"]

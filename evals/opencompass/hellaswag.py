@@ -17,11 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from orchestra_ops.evals.opencompass.postprocess import first_option
-from orchestra_ops.evals.opencompass.sampling import seeded_sample
-from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
+from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
@@ -48,8 +46,10 @@ def load_rows(source: Path) -> list[Sample]:
     return rows
 
 
-class HellaswagSuite(OpenCompassSuite):
+class HellaswagSuite(SingleDatasetSuite):
     """hellaswag as OpenCompass's hellaswag_gen scores it: ten fixed shots, the first option letter found."""
+
+    dataset_name = DATASET
 
     name = "hellaswag"
     default_dataset = packaged("data/hellaswag")
@@ -75,12 +75,6 @@ class HellaswagSuite(OpenCompassSuite):
         if not samples:
             raise ConfigError(f"{path / VAL}: no samples")
         return samples
-
-    def select(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
-        return seeded_sample(samples, options.get("sample"), int(options.get("seed") or 0), DATASET)
-
-    def dataset_of(self, unit: Sample) -> str:
-        return DATASET
 
     def messages(self, unit: Sample) -> list[dict[str, str]]:
         item = self.templates["item"]

@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.evals.opencompass.postprocess import humaneval_v2
-from orchestra_ops.evals.opencompass.sampling import seeded_sample
-from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
+from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
@@ -132,8 +131,10 @@ def verdict(ran: ExecResult, mark: str) -> str:
     return f"failed: exit {ran.returncode}"
 
 
-class HumanEvalSuite(OpenCompassSuite):
+class HumanEvalSuite(SingleDatasetSuite):
     """humaneval as OpenCompass's humaneval_gen scores it: pass@1 of each completion, run in the sandbox."""
+
+    dataset_name = DATASET
 
     name = "humaneval"
     default_dataset = packaged("data/humaneval")
@@ -180,12 +181,6 @@ class HumanEvalSuite(OpenCompassSuite):
         if not samples:
             raise ConfigError(f"{source}: no samples")
         return samples
-
-    def select(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
-        return seeded_sample(samples, options.get("sample"), int(options.get("seed") or 0), DATASET)
-
-    def dataset_of(self, unit: Sample) -> str:
-        return DATASET
 
     def messages(self, unit: Sample) -> list[dict[str, str]]:
         return [{"role": "user", "content": self.templates["question"].render(prompt=str(unit["prompt"]))}]

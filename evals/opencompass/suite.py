@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestra_ops.evals.opencompass.sampling import seeded_sample
+
 from orchestra_ops.client.chat import ChatResult
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
@@ -196,3 +198,16 @@ class OpenCompassSuite(BaseSuite):
         from orchestra_ops.evals.opencompass.scoring import table_lines
 
         return table_lines(scores)
+
+
+class SingleDatasetSuite(OpenCompassSuite):
+    """A suite whose units all belong to one dataset (gsm8k, hellaswag, humaneval): `--sample N --seed S`
+    picks a seeded subset of it."""
+
+    dataset_name: str = ""
+
+    def select(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
+        return seeded_sample(samples, options.get("sample"), int(options.get("seed") or 0), self.dataset_name)
+
+    def dataset_of(self, unit: Sample) -> str:
+        return self.dataset_name
