@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.error
@@ -115,6 +118,14 @@ class HealthPolled:
     label = "server"
     poll_s = 0.05
     tail_lines = 40
+
+    @staticmethod
+    def log_file(log_dir: str | Path | None, name: str) -> Path:
+        """`log_dir/name`; without a log_dir, a temp dir kept readable until the test session ends."""
+        if log_dir is None:
+            log_dir = tempfile.mkdtemp(prefix="ops-test-server-")
+            atexit.register(shutil.rmtree, log_dir, ignore_errors=True)
+        return Path(log_dir) / name
 
     def wait_ready(self, timeout: float) -> None:
         """Poll /health (refused while starting) until 200; fail with the log tail if the process exits or

@@ -19,14 +19,11 @@ The `real_vllm` fixture (tests/conftest.py) starts one per test module that asks
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -99,11 +96,7 @@ class VllmServer(HealthPolled):
         self.ready_timeout = ready_timeout
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
-        if log_dir is None:
-            tmpdir = tempfile.mkdtemp(prefix="realvllm-")
-            atexit.register(shutil.rmtree, tmpdir, ignore_errors=True)  # readable until the session ends
-            log_dir = tmpdir
-        self.log_path = Path(log_dir) / f"vllm-{self.port}.log"
+        self.log_path = self.log_file(log_dir, f"vllm-{self.port}.log")
         self._log_file: IO[bytes] | None = None
 
     @property

@@ -11,13 +11,10 @@ test session ends, so the log stays readable after the block); it is stopped by 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -69,11 +66,7 @@ class SimServer(HealthPolled):
         self.ready_timeout = ready_timeout
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
-        if log_dir is None:
-            tmpdir = tempfile.mkdtemp(prefix="simserver-")
-            atexit.register(shutil.rmtree, tmpdir, ignore_errors=True)  # readable until the session ends
-            log_dir = tmpdir
-        self.log_path = Path(log_dir) / f"sim-{self.port}.log"
+        self.log_path = self.log_file(log_dir, f"sim-{self.port}.log")
         self._log_file: IO[bytes] | None = None
 
     @property
