@@ -54,6 +54,11 @@ def is_sampled(body: Mapping[str, Any]) -> bool:
     return not (isinstance(temperature, (int, float)) and temperature == 0)
 
 
+def is_lock_contention(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 @dataclass
 class CacheStats:
     hits: int = 0
@@ -78,11 +83,30 @@ class ResponseCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                        check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(SCHEMA)
+            self._prepare(time.monotonic() + BUSY_TIMEOUT_S)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"--cache {self.path}: cannot open it as a SQLite response cache: {exc}") from None
+
+    def _prepare(self, deadline: float) -> None:
+        """WAL mode and the table, retried while another process holds the file's lock.
+
+        SQLite answers "database is locked" at once, without waiting out the busy timeout, when
+        several processes switch a new file to WAL together or one opens it while another recovers
+        or checkpoints it; every step here is idempotent, so a retry is always safe."""
+        delay = 0.01
+        while True:
+            try:
+                mode = self._db.execute("PRAGMA journal_mode").fetchone()
+                if str(mode[0]).lower() != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_lock_contention(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     def cacheable(self, body: Mapping[str, Any]) -> bool:
         if self.sampled or not is_sampled(body):
