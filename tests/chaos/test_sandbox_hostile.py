@@ -4,8 +4,8 @@ ordinary user: every attack must fail, asserted on what the program printed.
 Both cases go through the same driver (a subprocess that runs `Sandbox.run` and prints the result as
 JSON), so the sandbox's parent holds a secret in its environment, as `ops eval` holds provider keys.
 As root the driver is this venv's Python and the program runs under it (the pyenv interpreter under
-/root/.pyenv: its prefix is bound, /root is not). As the ordinary user (`ops-sbx-test`, created when
-missing) the driver and the program run under /usr/bin/python3, since /root (mode 700) hides the venv.
+/root/.pyenv: its prefix is bound, /root is not). As the ordinary user (`ops-sbx-test`, created when missing and removed
+afterwards) the driver and the program run under /usr/bin/python3, since /root (mode 700) hides the venv.
 
 Each attack prints `NAME: blocked` or `NAME: BROKEN <what it got>`. A control run of the harmless
 part (reads, writes, the socket; never a mount or setns, which as root would act on this machine)
@@ -147,6 +147,16 @@ def sim() -> Iterator[SimServer]:
         yield server
 
 
+CREATED_USERS: list[str] = []  # users this module added, removed when it ends
+
+
+@pytest.fixture(scope="module", autouse=True)
+def remove_created_users() -> Iterator[None]:
+    yield
+    while CREATED_USERS:
+        subprocess.run(["userdel", CREATED_USERS.pop()], check=True, capture_output=True, timeout=60)
+
+
 def _ordinary_user() -> pwd.struct_passwd:
     try:
         return pwd.getpwnam(TEST_USER)
@@ -155,6 +165,7 @@ def _ordinary_user() -> pwd.struct_passwd:
     if os.geteuid() != 0:
         pytest.skip(f"not root and no user {TEST_USER}: cannot run the ordinary-user case")
     subprocess.run(["useradd", "--system", "--no-create-home", TEST_USER], check=True, capture_output=True, timeout=60)
+    CREATED_USERS.append(TEST_USER)
     return pwd.getpwnam(TEST_USER)
 
 
