@@ -3,7 +3,8 @@ r"""The sim's parts in τ²-bench (`ops eval tau2`): agent, user simulator and N
 Tests read these to know the exact reward of every simulation. A *directive* is a bracketed token in
 a task's user instructions, which the user persona passes on to the agent in its first message:
 
-    [sim:call NAME {json}]       the agent calls tool NAME with these arguments (in order, one per turn)
+    [sim:call NAME {json}]       the agent calls tool NAME with these arguments (in order, one per turn;
+                                 any JSON object, lists and nesting included)
     [sim:say TEXT]               the agent's closing message includes TEXT
     [sim:agent=parallel]         the agent sends all its calls in one message
     [sim:agent=invalid]          the agent calls `no_such_tool` every turn, forever
@@ -18,10 +19,11 @@ a task's user instructions, which the user persona passes on to the agent in its
 
 *Roles* (``rules.classify`` checks these first):
 
-1. **tau2 judge**: a message mentions ``metExpectation`` and ``expectedOutcomes:``. The outcomes are
-   the JSON list after the last ``expectedOutcomes:``; the conversation is the text between
-   ``conversation:`` and it. An outcome is met iff every 'single-quoted' phrase in it occurs
-   (case-insensitive) in an ``assistant:`` line of the conversation. Reply
+1. **tau2 judge**: the messages mention ``metExpectation`` and ``expectedOutcomes:``. The outcomes are
+   the list after the last ``expectedOutcomes:`` (JSON, or the Python list repr τ²-bench's own judge
+   prompt holds); the conversation is the text between ``conversation:`` and it. An outcome is met
+   iff every 'single-quoted' phrase in it occurs (case-insensitive) in an ``assistant:`` line of the
+   conversation. Reply
    ``{"results": [{"expectedOutcome", "reasoning", "metExpectation"}]}``.
 2. **tau2 user**: a system message holds ``<scenario>``. With U its user_call directives and u the
    tool calls it made so far: while u < |U| it calls U[u]. Then its first text is
@@ -40,6 +42,7 @@ a task's user instructions, which the user persona passes on to the agent in its
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
@@ -51,11 +54,11 @@ TAU2_USER = "tau2_user"
 TAU2_JUDGE = "tau2_judge"
 ROLES = frozenset({TAU2_AGENT, TAU2_USER, TAU2_JUDGE})
 
-CALL_RE = re.compile(r"\[sim:call (\w+) (\{[^\[\]]*\})\]")
-USER_CALL_RE = re.compile(r"\[sim:user_call (\w+) (\{[^\[\]]*\})\]")
+CALL_HEAD_RE = re.compile(r"\[sim:(call|user_call) (\w+) ")
 SAY_RE = re.compile(r"\[sim:say ([^\[\]]*)\]")
 FLAG_RE = re.compile(r"\[sim:(agent|user)=(\w+)\]")
-AGENT_DIRECTIVE_RE = re.compile(r"\[sim:(?:call [^\[\]]*|say [^\[\]]*|agent=\w+)\]")
+AGENT_TEXT_DIRECTIVE_RE = re.compile(r"\[sim:(?:say [^\[\]]*|agent=\w+)\]")
+_JSON = json.JSONDecoder()
 SCENARIO_RE = re.compile(r"<scenario>(.*?)</scenario>", re.DOTALL)
 QUOTED_RE = re.compile(r"'([^']+)'")
 
@@ -68,13 +71,37 @@ INVALID_TOOL = "no_such_tool"
 CALL_EXPERT = "call_expert"
 
 
+def call_directives(text: str, kind: str = "call") -> list[tuple[str, str, int, int]]:
+    """The `[sim:KIND NAME {json}]` directives of `text` (KIND: call or user_call), in order, as (NAME, the
+    JSON object's text, start, end); the object is read as JSON, so it may hold lists and nested objects."""
+    found = []
+    for head in CALL_HEAD_RE.finditer(text):
+        if head.group(1) != kind:
+            continue
+        try:
+            value, end = _JSON.raw_decode(text, head.end())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and text.startswith("]", end):
+            found.append((head.group(2), text[head.end():end], head.start(), end + 1))
+    return found
+
+
+def agent_directives(scenario: str) -> list[str]:
+    """Every agent directive of a scenario (call, say, agent=FLAG), in the order written."""
+    spans = [(start, scenario[start:end]) for _, _, start, end in call_directives(scenario)]
+    spans += [(m.start(), m.group(0)) for m in AGENT_TEXT_DIRECTIVE_RE.finditer(scenario)]
+    return [text for _, text in sorted(spans)]
+
+
 def _texts(messages: list[Any], role: str) -> list[str]:
     return [rules.message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == role]
 
 
 def classify(body: dict[str, Any], texts: list[str]) -> str | None:
     messages = body.get("messages") or []
-    if any("metExpectation" in t and "expectedOutcomes:" in t for t in texts):
+    joined = "\n".join(texts)  # τ²-bench's own judge has metExpectation in its system message
+    if "metExpectation" in joined and "expectedOutcomes:" in joined:
         return TAU2_JUDGE
     system = "\n".join(_texts(messages, "system"))
     if "<scenario>" in system:
@@ -93,7 +120,7 @@ def _call(name: str, arguments: str) -> dict[str, str]:
 
 
 def agent_plan(user_text: str, seed: Any) -> list[dict[str, str]]:
-    calls = [_call(name, args) for name, args in CALL_RE.findall(user_text)]
+    calls = [_call(name, args) for name, args, _, _ in call_directives(user_text)]
     flags = set(FLAG_RE.findall(user_text))
     if ("agent", "flaky") in flags and isinstance(seed, int) and seed % 2 == 1 and calls:
         calls = calls[:-1]
@@ -138,13 +165,13 @@ def user_reply(body: dict[str, Any]) -> rules.Reply:
     match = SCENARIO_RE.search("\n".join(_texts(messages, "system")))
     scenario = match.group(1) if match else ""
     own_calls = _calls_made(messages)
-    user_calls = [_call(name, args) for name, args in USER_CALL_RE.findall(scenario)]
+    user_calls = [_call(name, args) for name, args, _, _ in call_directives(scenario, "user_call")]
     if own_calls < len(user_calls):
         return rules.Reply(TAU2_USER, None, [user_calls[own_calls]])
     spoken = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
               and rules.message_text(m) and not m.get("tool_calls")]
     if not spoken:
-        return rules.Reply(TAU2_USER, FIRST_TEXT + " ".join(AGENT_DIRECTIVE_RE.findall(scenario)))
+        return rules.Reply(TAU2_USER, FIRST_TEXT + " ".join(agent_directives(scenario)))
     flags = set(FLAG_RE.findall(scenario))
     if ("user", "never_stop") in flags:
         return rules.Reply(TAU2_USER, MORE_TEXT)
@@ -156,15 +183,24 @@ def outcome_met(outcome: str, conversation: str) -> bool:
     return all(phrase.lower() in agent_lines for phrase in QUOTED_RE.findall(outcome))
 
 
+def _outcome_list(text: str) -> list[Any]:
+    """The outcomes as JSON, or as the Python list repr τ²-bench's own judge prompt interpolates."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return []
+    return list(value) if isinstance(value, list) else []
+
+
 def judge_reply(body: dict[str, Any]) -> rules.Reply:
     text = "\n".join(rules.message_text(m) for m in body.get("messages") or [])
     head, _, tail = text.rpartition("expectedOutcomes:")
     conversation = head.rpartition("conversation:")[2]
     start, end = tail.find("["), tail.rfind("]")
-    try:
-        outcomes = json.loads(tail[start:end + 1]) if start >= 0 else []
-    except ValueError:
-        outcomes = []
+    outcomes = _outcome_list(tail[start:end + 1]) if start >= 0 else []
     results = [{"expectedOutcome": o, "reasoning": "checked against the agent's messages",
                 "metExpectation": outcome_met(str(o), conversation)} for o in outcomes]
     return rules.Reply(TAU2_JUDGE, json.dumps({"results": results}), judge=True)
