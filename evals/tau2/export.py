@@ -1,8 +1,8 @@
 """`ops export RUN_DIR --format tau2 --out FILE.json`: a tau2 run as τ²-bench's results file (§1.10).
 
     {timestamp, info: {git_commit, num_trials, max_steps, max_errors, user_info, agent_info,
-     environment_info: {domain_name, policy, tool_defs}, seed}, tasks: [the Task objects, embedded
-     as read], simulations: [{id, task_id, timestamp, start_time, end_time, duration,
+     environment_info: {domain_name, policy, tool_defs: {name: {name, doc, params, returns}}}, seed},
+     tasks: [the Task objects, embedded as read], simulations: [{id, task_id, timestamp, start_time, end_time, duration,
      termination_reason, agent_cost, user_cost, reward_info, messages, trial, seed}]}
 
 Every unit with a trajectory is exported: infrastructure errors as `infrastructure_error` (which τ²-bench's
@@ -45,6 +45,17 @@ def _served(info: dict[str, Any], role: str) -> str:
         if isinstance(row, dict) and role in (row.get("role"), row.get("target")):
             return str(row.get("served_name") or role)
     return role
+
+
+def tool_signatures(schemas: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """τ²-bench's `tool_defs`: name -> ToolSignature {name, doc, params (JSON schema), returns}; its
+    Results model rejects an OpenAI tool schema there (name and doc are required)."""
+    signatures = {}
+    for schema in schemas:
+        function = schema["function"]
+        signatures[function["name"]] = {"name": function["name"], "doc": function.get("description") or "",
+                                        "params": function.get("parameters"), "returns": None}
+    return signatures
 
 
 def export_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +118,7 @@ def export_tau2(run_dir: Path, out: Path, *, overwrite: bool = False) -> Tau2Exp
             "agent_info": {"implementation": "llm_agent", "llm": _served(info, agent_role),
                            "llm_args": json.loads(str(agent_args))},
             "environment_info": {"domain_name": domain_name, "policy": data.policy,
-                                 "tool_defs": {t["function"]["name"]: t for t in domain.agent_schemas()}},
+                                 "tool_defs": tool_signatures(domain.agent_schemas())},
             "seed": options.get("seed"),
         },
         "tasks": data.tasks,
