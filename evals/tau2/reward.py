@@ -7,6 +7,8 @@
    swallowed, unknown names are no-ops); the *gold* env is a fresh env plus the gold actions in
    order, exceptions swallowed. db_reward = 1 iff both the agent-DB and the user-DB hashes agree.
    Env assertions run on the predicted env: 1 iff the function returns `assert_value` (default true).
+   When the criteria have neither `actions` nor `env_assertions` (absent, not empty) nothing is
+   replayed: ENV is 1 with db_match true and no DB breakdown, as τ²-bench's evaluator_env does.
 3. ACTION: a gold action matches if any tool call (assistant or user) has its name and agrees on
    `compare_args` (null: the predicted call's keys; []: the name only; else the listed keys).
 4. COMMUNICATE: each string must occur, lower-cased, in some assistant text with commas removed.
@@ -79,6 +81,8 @@ def evaluate(task: Task, messages: Sequence[dict[str, Any]], termination: str, m
     if criteria is None:
         return {"reward": 1.0, "reward_basis": None, "info": {"note": "No evaluation criteria"}}
     basis = reward_basis(task)
+    if criteria.get("actions") is None and criteria.get("env_assertions") is None:
+        return _without_env(task, messages, nl_checks)
     predicted = replay(make_env(), messages)
     gold = gold_env(make_env(), task)
     db_match = predicted.hashes() == gold.hashes()
@@ -102,12 +106,33 @@ def evaluate(task: Task, messages: Sequence[dict[str, Any]], termination: str, m
     if "ENV_ASSERTION" in basis:
         env_reward *= assertion_reward
         breakdown["ENV_ASSERTION"] = assertion_reward
-    calls = tool_calls(messages)
-    action_checks = []
+    calls, action_checks = tool_calls(messages), []
     for action in criteria.get("actions") or ():
         matched = any(action_matches(action, call) for call in calls)
         action_checks.append({"action": action, "action_match": matched, "action_reward": 1.0 if matched else 0.0,
                               "tool_type": predicted.domain.tool_kind(action["name"])})
+    info = _combine(task, messages, nl_checks, env_reward if set(basis) & ENV_BASES else 1.0, breakdown,
+                    action_checks)
+    return {"reward": info.pop("reward"), "db_check": {"db_match": db_match, "db_reward": db_reward},
+            "env_assertions": assertions, **info,
+            "info": {"db_hashes": {"predicted": list(predicted.hashes()), "gold": list(gold.hashes())}}}
+
+
+def _without_env(task: Task, messages: Sequence[dict[str, Any]], nl_checks: list[dict[str, Any]] | None
+                 ) -> dict[str, Any]:
+    """τ²-bench's environment evaluator when the criteria have neither `actions` nor `env_assertions`
+    (both absent, not empty): ENV reward 1 with db_match true, no DB/ENV_ASSERTION breakdown, and no
+    replay at all, so a DB the agent changed is not checked (evaluator_env.py, parity)."""
+    info = _combine(task, messages, nl_checks, 1.0, {}, [])
+    return {"reward": info.pop("reward"), "db_check": {"db_match": True, "db_reward": 1.0}, "env_assertions": [],
+            **info, "info": {"note": "No expected actions or env assertions"}}
+
+
+def _combine(task: Task, messages: Sequence[dict[str, Any]], nl_checks: list[dict[str, Any]] | None,
+             env_reward: float, breakdown: dict[str, float], action_checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ACTION, NL_ASSERTION and COMMUNICATE parts, and the product over the task's reward_basis."""
+    criteria = task.get("evaluation_criteria") or {}
+    basis = reward_basis(task)
     action_reward = 1.0 if all(c["action_match"] for c in action_checks) else 0.0
     communicate_checks = [{"info": info, "met": communicated(info, messages),
                            "justification": "found in an agent message" if communicated(info, messages)
@@ -115,9 +140,7 @@ def evaluate(task: Task, messages: Sequence[dict[str, Any]], termination: str, m
                           for info in criteria.get("communicate_info") or ()]
     communicate_reward = 1.0 if all(c["met"] for c in communicate_checks) else 0.0
     nl_reward = 1.0 if all(bool(c.get("met")) for c in nl_checks or ()) else 0.0
-    reward = 1.0
-    if set(basis) & ENV_BASES:
-        reward *= env_reward
+    reward = env_reward
     if "ACTION" in basis:
         reward *= action_reward
         breakdown["ACTION"] = action_reward
@@ -129,7 +152,5 @@ def evaluate(task: Task, messages: Sequence[dict[str, Any]], termination: str, m
     if "COMMUNICATE" in basis:
         reward *= communicate_reward
         breakdown["COMMUNICATE"] = communicate_reward
-    return {"reward": reward, "db_check": {"db_match": db_match, "db_reward": db_reward},
-            "env_assertions": assertions, "action_checks": action_checks, "nl_assertions": nl_checks,
-            "communicate_checks": communicate_checks, "reward_basis": basis, "reward_breakdown": breakdown,
-            "info": {"db_hashes": {"predicted": list(predicted.hashes()), "gold": list(gold.hashes())}}}
+    return {"reward": reward, "action_checks": action_checks, "nl_assertions": nl_checks,
+            "communicate_checks": communicate_checks, "reward_basis": basis, "reward_breakdown": breakdown}

@@ -124,6 +124,27 @@ def test_mock_domain_db_hash_replay_on_its_data_shape(tmp_path: Path) -> None:
     assert [t["id"] for t in load_domain_data(directory, "mock", split="train").tasks] == ["t1"]
 
 
+def test_criteria_without_actions_or_env_assertions_leave_the_db_unchecked_like_tau2(tmp_path: Path) -> None:
+    """τ²-bench's environment evaluator returns ENV reward 1 (db_match true, no DB breakdown) when the
+    criteria have neither actions nor env_assertions, whatever the agent wrote (found by
+    scripts/tau2_crosscheck.py on mock's create_task_1_nl_eval); an empty actions list still checks."""
+    task = {"id": "n1", "user_scenario": {"instructions": "Chat."},
+            "evaluation_criteria": {"nl_assertions": ["The user is thanked"], "reward_basis": ["DB", "COMMUNICATE"]}}
+    data = load_domain_data(_mock_dir(tmp_path, [task]), "mock")
+    domain = get_domain("mock")
+    wrote = [{"role": "assistant", "content": "Done.",
+              "tool_calls": [call("create_task", user_id="user_1", title="Unasked")]}]
+    info = evaluate(task, wrote, "user_stop", lambda: fresh_env(domain, data, task), None)
+    assert info == {"reward": 1.0, "db_check": {"db_match": True, "db_reward": 1.0}, "env_assertions": [],
+                    "action_checks": [], "nl_assertions": None, "communicate_checks": [],
+                    "reward_basis": ["DB", "COMMUNICATE"], "reward_breakdown": {"COMMUNICATE": 1.0},
+                    "info": {"note": "No expected actions or env assertions"}}
+    checked = {**task, "evaluation_criteria": {**task["evaluation_criteria"], "actions": []}}
+    info = evaluate(checked, wrote, "user_stop", lambda: fresh_env(domain, data, checked), None)
+    assert (info["reward"], info["db_check"], info["reward_breakdown"]) == (
+        0.0, {"db_match": False, "db_reward": 0.0}, {"DB": 0.0, "COMMUNICATE": 1.0})
+
+
 def test_bad_task_files_name_the_file_task_and_field(tmp_path: Path) -> None:
     bad = {**MOCK_TASK, "evaluation_criteria": {"reward_basis": ["DB", "VIBES"]}}
     directory = _mock_dir(tmp_path, [bad])
