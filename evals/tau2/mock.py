@@ -59,8 +59,8 @@ def get_users(db: dict[str, Any]) -> list[dict[str, Any]]:
 def update_task_status(db: dict[str, Any], task_id: str, status: str) -> dict[str, Any]:
     if task_id not in db["tasks"]:
         raise ToolError(f"Task {task_id} not found")
-    if status not in STATUSES:
-        raise ToolError(f"status must be one of {', '.join(STATUSES)}")
+    # τ²-bench assigns the value unchecked (its pydantic Task does not validate assignment), so an
+    # unknown status is stored and returned, not an error
     db["tasks"][task_id]["status"] = status
     task: dict[str, Any] = db["tasks"][task_id]
     return task

@@ -145,6 +145,16 @@ def test_criteria_without_actions_or_env_assertions_leave_the_db_unchecked_like_
         0.0, {"db_match": False, "db_reward": 0.0}, {"DB": 0.0, "COMMUNICATE": 1.0})
 
 
+def test_mock_update_task_status_stores_an_unknown_status_like_tau2(tmp_path: Path) -> None:
+    """τ²-bench's mock tool assigns the status unchecked; a strict replay by τ²-bench of our recorded
+    error message failed (scripts/tau2_crosscheck.py, mock update_task_1~arg)."""
+    data = load_domain_data(_mock_dir(tmp_path, [MOCK_TASK]), "mock")
+    env = base_env(get_domain("mock"), data)
+    content, error = env.call("update_task_status", {"task_id": "task_1", "status": "completedx"})
+    assert (json.loads(content), error) == ({"task_id": "task_1", "title": "Old", "description": None,
+                                             "status": "completedx"}, False)
+
+
 def test_bad_task_files_name_the_file_task_and_field(tmp_path: Path) -> None:
     bad = {**MOCK_TASK, "evaluation_criteria": {"reward_basis": ["DB", "VIBES"]}}
     directory = _mock_dir(tmp_path, [bad])
