@@ -11,7 +11,9 @@ For one domain of a real τ²-bench data dir it
 3. loads that file with τ²-bench's own `Results` model (any field it rejects is a bug of our export)
    and runs `tau2 evaluate-trajs FILE -o OUT` (its exit status is reported), then grades every
    simulation with the same call evaluate-trajs makes (`evaluate_simulation`, EvaluationType.ALL,
-   strict_replay=False), one by one, so that one that raises is reported alone; the NL-assertion
+   strict_replay=False), one by one, so that one that raises is reported alone, and once more with
+   strict_replay=True as a live `tau2 run` does (every replayed write must return the content of our
+   recorded tool message, so our tools' outputs are checked too); the NL-assertion
    judge (LiteLLM, model gpt-4.1-2025-04-14) is pointed at the judge sim through OPENAI_BASE_URL;
 4. compares every simulation's reward and reward_info parts (db match, action checks, env assertions,
    communicate checks, NL assertions, breakdown) with ours, and prints a table.
@@ -88,6 +90,15 @@ for simulation in results.simulations:
         graded[simulation.id] = {"reward_info": info.model_dump(mode="json")}
     except Exception as exc:
         graded[simulation.id] = {"raised": f"{type(exc).__name__}: {exc}"}
+        continue
+    if sys.argv[3] == "1":  # live tau2 replays strictly: a write must return what the recording holds
+        try:
+            evaluate_simulation(domain=domain, task=task, simulation=simulation,
+                                evaluation_type=EvaluationType.ENV, solo_mode=is_solo_mode(results),
+                                mode=get_communication_mode(results, simulation),
+                                env_kwargs=_build_eval_env_kwargs(domain, task), strict_replay=True)
+        except Exception as exc:
+            graded[simulation.id]["strict_replay"] = f"{type(exc).__name__}: {exc}"[:600]
 json.dump(graded, open(sys.argv[2], "w"), indent=1)
 """
 
@@ -228,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tau2 evaluate-trajs {export} -o {out_dir}: rc {cli.returncode}"
               + ("" if cli.returncode == 0 else " (the whole file fails when one simulation's evaluation raises)"))
         graded_file = work / "tau2-graded.json"
-        graded = subprocess.run([args.tau2_python, "-c", GRADE, str(export), str(graded_file)], env=tau2_env,
+        graded = subprocess.run([args.tau2_python, "-c", GRADE, str(export), str(graded_file),
+                                 "0" if args.no_strict_replay else "1"], env=tau2_env,
                                 capture_output=True, text=True, check=False, timeout=7200)
         if graded.returncode != 0:
             print(f"grading with τ²-bench failed: {graded.stderr[-3000:]}")
@@ -261,6 +273,8 @@ def report(domain: str, ours: dict[str, Any], theirs: dict[str, Any], work: Path
         if (ours_info or {}).get("reward") == (their_info or {}).get("reward"):
             equal_rewards += 1
         diff = differences(ours_info or {}, their_info or {})
+        if "strict_replay" in other:
+            diff.append(f"strict replay: {other['strict_replay']}")
         if diff:
             mismatches.append((simulation["task_id"], diff))
     print("\n| domain | simulations | reward 1 / 0 (ours) | equal rewards | reward_info mismatches |")
@@ -281,6 +295,8 @@ def main() -> int:
     parser.add_argument("--work", help="work dir (default: a new temp dir)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tasks")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--no-strict-replay", action="store_true",
+                        help="skip the second, strict replay (a replayed write returns what our tool message holds)")
     return run(parser.parse_args())
 
 
