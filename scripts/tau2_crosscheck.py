@@ -15,7 +15,8 @@ For one domain of a real τ²-bench data dir it
    strict_replay=True as a live `tau2 run` does (every replayed write must return the content of our
    recorded tool message, so our tools' outputs are checked too); the NL-assertion
    judge (LiteLLM, model gpt-4.1-2025-04-14) is pointed at the judge sim through OPENAI_BASE_URL;
-4. compares every simulation's reward and reward_info parts (db match, action checks, env assertions,
+4. drives `tau2 view --file FILE` through its menus (stdin) to see that τ²-bench's viewer shows it;
+5. compares every simulation's reward and reward_info parts (db match, action checks, env assertions,
    communicate checks, NL assertions, breakdown) with ours, and prints a table.
 
 Set up τ²-bench (MIT; never copied into this repo), Python >= 3.12, everything under /tmp:
@@ -238,6 +239,14 @@ def run(args: argparse.Namespace) -> int:
         (work / "evaluate-trajs.log").write_text(cli.stdout + cli.stderr)
         print(f"tau2 evaluate-trajs {export} -o {out_dir}: rc {cli.returncode}"
               + ("" if cli.returncode == 0 else " (the whole file fails when one simulation's evaluation raises)"))
+        # `tau2 view`, driven through its menus on stdin: load the file, metrics, run configuration,
+        # the first simulation, exit
+        view = subprocess.run([tau2_bin, "view", "--file", str(export)], input="1\n1\n2\n5\n3\n1\n\n6\n",
+                              env=tau2_env, capture_output=True, text=True, check=False, timeout=600)
+        (work / "view.log").write_text(view.stdout + view.stderr)
+        loaded_line = f"Loaded {len(json.loads(export.read_text())['simulations'])} simulations"
+        viewed = view.returncode == 0 and loaded_line in view.stdout and "Error loading" not in view.stdout
+        print(f"tau2 view --file {export}: {'shows it' if viewed else 'FAILED'} (see {work / 'view.log'})")
         graded_file = work / "tau2-graded.json"
         graded = subprocess.run([args.tau2_python, "-c", GRADE, str(export), str(graded_file),
                                  "0" if args.no_strict_replay else "1"], env=tau2_env,
