@@ -5,7 +5,9 @@ For one domain of a real τ²-bench data dir it
    (services/simllm/tau2_rules.py) that replay the gold actions ([sim:call …] for the agent's,
    [sim:user_call …] for the user's) and say every communicate_info ([sim:say …]), plus wrong variants
    of each task: `ID~drop` (the last action left out), `ID~arg` (one argument of the last action with
-   arguments changed), `ID~nosay` (the first communicate_info not said), so that rewards 1 and 0 occur;
+   arguments changed), `ID~nosay` (the first communicate_info not said), and where NL_ASSERTION is in
+   the basis `ID~nl` (two NL assertions added, one the sim judge finds met, one not), so that rewards
+   1 and 0 occur;
 2. runs `ops eval tau2 --domain D --data-dir DATA/tau2 --task-file …` against three sim servers (agent,
    user simulator, judge) and `ops export --format tau2`;
 3. loads that file with τ²-bench's own `Results` model (any field it rejects is a bug of our export)
@@ -151,6 +153,14 @@ def derive(task: dict[str, Any]) -> list[dict[str, Any]]:
         derived.append(with_directives(task, directives(wrong, says)) | {"id": f"{task['id']}~arg"})
     if says:
         derived.append(with_directives(task, directives(actions, says[1:])) | {"id": f"{task['id']}~nosay"})
+    if "NL_ASSERTION" in (criteria.get("reward_basis") or []):
+        # the sim judge meets an outcome iff its 'quoted' phrases were said by the agent: one said, one not
+        said = f"confirmation {task['id']}"
+        judged = with_directives(task, directives(actions, [*says, said])) | {"id": f"{task['id']}~nl"}
+        judged["evaluation_criteria"] = {**criteria, "nl_assertions": [
+            *(criteria.get("nl_assertions") or []), f"The agent gives the '{said}' reference.",
+            "The agent says 'this phrase is never said'."]}
+        derived.append(judged)
     return derived
 
 
