@@ -144,10 +144,18 @@ def db_hash(db: Any) -> str | None:
     return hashlib.sha256(json.dumps(db, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class Dumped(dict[str, Any]):
+    """A pydantic model's dump that a tool returns: τ²-bench's environment writes a returned model's
+    `model_dump()` as it is, so its numbers and booleans stay JSON numbers and booleans."""
+
+
 def to_json_str(value: Any) -> str:
-    """A tool's result as τ²-bench's environment writes it (numbers and booleans become strings)."""
+    """A tool's result as τ²-bench's environment writes it (numbers and booleans become strings,
+    except inside a returned model: `Dumped`)."""
 
     def process(item: Any) -> Any:
+        if isinstance(item, Dumped):
+            return dict(item)
         if isinstance(item, str) or item is None:
             return item
         if isinstance(item, (bool, int, float)):

@@ -5,7 +5,8 @@
 2. ENV: the *predicted* env is a fresh env (initial state applied) plus a replay of every
    state-changing tool call of the trajectory, in order (user calls on the user side; errors are
    swallowed, unknown names are no-ops); the *gold* env is a fresh env plus the gold actions in
-   order, exceptions swallowed. db_reward = 1 iff both the agent-DB and the user-DB hashes agree.
+   order, exceptions swallowed, with no sync between or after them (τ²-bench's `make_tool_call`).
+   db_reward = 1 iff both the agent-DB and the user-DB hashes agree.
    Env assertions run on the predicted env: 1 iff the function returns `assert_value` (default true).
    When the criteria have neither `actions` nor `env_assertions` (absent, not empty) nothing is
    replayed: ENV is 1 with db_match true and no DB breakdown, as τ²-bench's evaluator_env does.
@@ -48,7 +49,6 @@ def gold_env(env: Env, task: Task) -> Env:
     for action in (task.get("evaluation_criteria") or {}).get("actions") or ():
         try:
             env.invoke(action["name"], action.get("arguments") or {}, action.get("requestor", "assistant"))
-            env.sync()
         except Exception:  # τ²-bench logs and skips a gold action that raises (issue #499)
             continue
     return env

@@ -234,7 +234,7 @@ def test_bad_input_fails_fast_naming_what_is_wrong(tmp_path: Path, sims: Any) ->
     env = {"OPS_HOME": str(home)}
     bad_tasks = tmp_path / "tasks.json"
     bad_tasks.write_text(json.dumps([{"id": "x", "user_scenario": {"instructions": 3}}]))
-    cases = [(["--domain", "telecom"], "--domain telecom: its tools are not implemented"),
+    cases = [(["--domain", "banking"], "Invalid value for '--domain': 'banking' is not one of"),
              (["--data-dir", str(tmp_path / "none")], "no domains/synthetic/ folder"),
              (["--agent-args", "{temperature"], "--agent-args '{temperature': not valid JSON"),
              (["--task-file", str(bad_tasks)], f"{bad_tasks}: task 'x': \"user_scenario.instructions\" must be"),

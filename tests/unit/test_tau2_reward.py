@@ -166,5 +166,6 @@ def test_bad_task_files_name_the_file_task_and_field(tmp_path: Path) -> None:
     (directory / "tasks.json").write_text(json.dumps([MOCK_TASK]))
     with pytest.raises(ConfigError, match="no split 'test'"):
         load_domain_data(directory, "mock", split="test")
-    with pytest.raises(ConfigError, match="not implemented"):
-        get_domain("telecom")
+    with pytest.raises(ConfigError,
+                       match=r"--domain banking: not a domain \(synthetic, mock, airline, retail, telecom\)"):
+        get_domain("banking")
