@@ -21,6 +21,7 @@ from orchestra_ops.evals.tau2.domain import (
     ToolError,
     Toolkit,
     calculate_checked,
+    dumped,
     param,
     record,
 )
@@ -253,7 +254,7 @@ def book_reservation(db: dict[str, Any], user_id: str, origin: str, destination:
         instance["available_seats"][cabin] -= len(people)
     db["reservations"][reservation_id] = reservation
     user["reservations"].append(reservation_id)
-    return reservation
+    return dumped(reservation)
 
 
 @agent.tool(GENERIC, "Calculate an arithmetic expression (numbers, + - * / and parentheses).",
@@ -269,28 +270,28 @@ def cancel_reservation(db: dict[str, Any], reservation_id: str) -> dict[str, Any
     refunds = [{"payment_id": p["payment_id"], "amount": -p["amount"]} for p in reservation["payment_history"]]
     reservation["payment_history"].extend(refunds)
     reservation["status"] = "cancelled"
-    return reservation
+    return dumped(reservation)
 
 
 @agent.tool(READ, "Get a reservation's details.", reservation_id=param(_S, "The reservation id."))
 def get_reservation_details(db: dict[str, Any], reservation_id: str) -> dict[str, Any]:
-    return _reservation(db, reservation_id)
+    return dumped(_reservation(db, reservation_id))
 
 
 @agent.tool(READ, "Get a user's details, including their reservations.", user_id=param(_S, "The user id."))
 def get_user_details(db: dict[str, Any], user_id: str) -> dict[str, Any]:
-    return _user(db, user_id)
+    return dumped(_user(db, user_id))
 
 
 @agent.tool(READ, "List every airport with its city.")
 def list_all_airports(db: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"iata": code, "city": city} for code, city in AIRPORTS]
+    return dumped([{"iata": code, "city": city} for code, city in AIRPORTS])
 
 
 @agent.tool(READ, "Search direct flights between two cities on a date.", origin=param(_S, "Origin IATA code."),
             destination=param(_S, "Destination IATA code."), date=param(_S, "YYYY-MM-DD."))
 def search_direct_flight(db: dict[str, Any], origin: str, destination: str, date: str) -> list[dict[str, Any]]:
-    return _direct(db, date, origin, destination)
+    return dumped(_direct(db, date, origin, destination))
 
 
 @agent.tool(READ, "Search one-stop flights between two cities on a date.", origin=param(_S, "Origin IATA code."),
@@ -303,7 +304,7 @@ def search_onestop_flight(db: dict[str, Any], origin: str, destination: str, dat
         for second in _direct(db, date2, first["destination"], destination, first["scheduled_arrival_time_est"]):
             second["date"] = date2
             results.append([first, second])
-    return results
+    return dumped(results)
 
 
 @agent.tool(WRITE, "Send a certificate (a voucher) to a user.", user_id=param(_S, "The user id."),
@@ -337,7 +338,7 @@ def update_reservation_baggages(db: dict[str, Any], reservation_id: str, total_b
         reservation["payment_history"].append(payment)
     reservation["total_baggages"] = total_baggages
     reservation["nonfree_baggages"] = nonfree_baggages
-    return reservation
+    return dumped(reservation)
 
 
 @agent.tool(WRITE, "Change a reservation's flights (all of them, kept ones included) and cabin.",
@@ -374,7 +375,7 @@ def update_reservation_flights(db: dict[str, Any], reservation_id: str, cabin: s
         reservation["payment_history"].append(payment)
     reservation["flights"] = new_flights
     reservation["cabin"] = _choice(cabin, CABINS, "cabin")
-    return reservation
+    return dumped(reservation)
 
 
 @agent.tool(WRITE, "Replace a reservation's passengers (the count must stay the same).",
@@ -386,7 +387,7 @@ def update_reservation_passengers(db: dict[str, Any], reservation_id: str, passe
     if len(people) != len(reservation["passengers"]):
         raise ToolError("Number of passengers does not match")
     reservation["passengers"] = copy.deepcopy(people)
-    return reservation
+    return dumped(reservation)
 
 
 @agent.tool(READ, "Get a flight's status on a date.", flight_number=param(_S, "Such as 'HAT001'."),

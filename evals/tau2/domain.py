@@ -149,6 +149,16 @@ class Dumped(dict[str, Any]):
     `model_dump()` as it is, so its numbers and booleans stay JSON numbers and booleans."""
 
 
+def dumped(value: Any) -> Any:
+    """What a tool returns where τ²-bench's returns pydantic models (one, or a list or tuples of them):
+    each record becomes `Dumped`, so its numbers and booleans stay native in the tool message."""
+    if isinstance(value, dict):
+        return Dumped(value)
+    if isinstance(value, (list, tuple)):
+        return [dumped(item) for item in value]
+    return value
+
+
 def to_json_str(value: Any) -> str:
     """A tool's result as τ²-bench's environment writes it (numbers and booleans become strings,
     except inside a returned model: `Dumped`)."""

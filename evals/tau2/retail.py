@@ -23,6 +23,7 @@ from orchestra_ops.evals.tau2.domain import (
     ToolError,
     Toolkit,
     calculate_checked,
+    dumped,
     param,
     record,
 )
@@ -154,7 +155,7 @@ def cancel_pending_order(db: dict[str, Any], order_id: str, reason: str) -> dict
     order["status"] = "cancelled"
     order["cancel_reason"] = reason
     order["payment_history"].extend(refunds)
-    return order
+    return dumped(order)
 
 
 @agent.tool(WRITE, "Ask to exchange items of a delivered order for other variants of the same products.",
@@ -186,7 +187,7 @@ def exchange_delivered_order_items(db: dict[str, Any], order_id: str, item_ids: 
     order["exchange_new_items"] = sorted(new_item_ids)
     order["exchange_payment_method_id"] = payment_method_id
     order["exchange_price_difference"] = float(diff)
-    return order
+    return dumped(order)
 
 
 @agent.tool(READ, "Find a user's id from their name and zip code.", first_name=param(_S, "First name."),
@@ -209,12 +210,12 @@ def find_user_id_by_email(db: dict[str, Any], email: str) -> str:
 
 @agent.tool(READ, "Get an order's details.", order_id=_ORDER)
 def get_order_details(db: dict[str, Any], order_id: str) -> dict[str, Any]:
-    return _order_of(db, order_id)
+    return dumped(_order_of(db, order_id))
 
 
 @agent.tool(READ, "Get a product's details and its variants.", product_id=param(_S, "The product id."))
 def get_product_details(db: dict[str, Any], product_id: str) -> dict[str, Any]:
-    return _product(db, product_id)
+    return dumped(_product(db, product_id))
 
 
 @agent.tool(READ, "Get an item's (a variant's) details.", item_id=param(_S, "The item id."))
@@ -222,13 +223,13 @@ def get_item_details(db: dict[str, Any], item_id: str) -> dict[str, Any]:
     for product in db["products"].values():
         if item_id in product["variants"]:
             found: dict[str, Any] = product["variants"][item_id]
-            return found
+            return dumped(found)
     raise ToolError("Item not found")
 
 
 @agent.tool(READ, "Get a user's details.", user_id=param(_S, "The user id."))
 def get_user_details(db: dict[str, Any], user_id: str) -> dict[str, Any]:
-    return _user(db, user_id)
+    return dumped(_user(db, user_id))
 
 
 @agent.tool(READ, "List every product type with its product id.")
@@ -252,7 +253,7 @@ def modify_pending_order_address(db: dict[str, Any], order_id: str, address1: st
     if "pending" not in order["status"]:
         raise ToolError("Non-pending order cannot be modified")
     order["address"] = _address(address1, address2, city, state, country, zip)
-    return order
+    return dumped(order)
 
 
 @agent.tool(WRITE, "Change items of a pending order to other variants of the same products (once per order).",
@@ -292,7 +293,7 @@ def modify_pending_order_items(db: dict[str, Any], order_id: str, item_ids: list
         item["price"] = variant["price"]  # τ²-bench: the last variant checked, for every item
         item["options"] = copy.deepcopy(variant["options"])
     order["status"] = "pending (item modified)"
-    return order
+    return dumped(order)
 
 
 @agent.tool(WRITE, "Change the payment method of a pending order.", order_id=_ORDER, payment_method_id=_PM)
@@ -317,7 +318,7 @@ def modify_pending_order_payment(db: dict[str, Any], order_id: str, payment_meth
     old = _payment_method(db, order["user_id"], history[0]["payment_method_id"])
     if _is_gift(old):
         old["balance"] = round(old["balance"] + amount, 2)
-    return order
+    return dumped(order)
 
 
 @agent.tool(WRITE, "Change a user's default address.", user_id=param(_S, "The user id."), **_ADDRESS_PARAMS)
@@ -325,7 +326,7 @@ def modify_user_address(db: dict[str, Any], user_id: str, address1: str, address
                         country: str, zip: str) -> dict[str, Any]:
     user = _user(db, user_id)
     user["address"] = _address(address1, address2, city, state, country, zip)
-    return user
+    return dumped(user)
 
 
 @agent.tool(WRITE, "Ask to return items of a delivered order.", order_id=_ORDER, item_ids=_ITEMS,
@@ -348,7 +349,7 @@ def return_delivered_order_items(db: dict[str, Any], order_id: str, item_ids: li
     order["status"] = "return requested"
     order["return_items"] = sorted(item_ids)
     order["return_payment_method_id"] = payment_method_id
-    return order
+    return dumped(order)
 
 
 @agent.tool(GENERIC, "Transfer the user to a human agent, with a summary of the issue.",

@@ -112,7 +112,7 @@ def test_write_tools_change_exactly_what_tau2_changes(tmp_path: Path) -> None:
     assert (env.db["orders"]["#W2"]["status"], env.db["orders"]["#W2"]["return_items"]) == (
         "return requested", ["i1"])
     assert env.call("get_item_details", {"item_id": "m2"})[0] == \
-        '{"item_id": "m2", "options": {"size": "l"}, "available": "True", "price": "12.25"}'
+        '{"item_id": "m2", "options": {"size": "l"}, "available": true, "price": 12.25}'  # a Variant model's dump
     assert env.call("list_all_product_types", {}) == ('{"Lamp": "p1", "Mug": "p2"}', False)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestra_ops.evals.tau2.domain import to_json_str
+from orchestra_ops.evals.tau2.domain import dumped, to_json_str
 from orchestra_ops.evals.tau2.environment import base_env, fresh_env, get_domain
 from orchestra_ops.evals.tau2.metrics import is_successful, pass_hat_k
 from orchestra_ops.evals.tau2.reward import action_matches, communicated, evaluate
@@ -52,6 +52,11 @@ def test_to_json_str_writes_numbers_as_strings_like_tau2() -> None:
     assert to_json_str({"n": 3, "ok": True, "items": [1.5, None, "x"]}) == \
         '{"n": "3", "ok": "True", "items": ["1.5", null, "x"]}'
     assert to_json_str("plain") == "plain"
+    # models (retail's Order, airline's Reservation and onestop (DirectFlight, DirectFlight) pairs) are dumped
+    # as they are, the dicts around them still stringified
+    pairs = dumped([({"price": 80, "ok": True}, {"price": 90.5})])
+    assert to_json_str({"count": 1, "flights": pairs}) == \
+        '{"count": "1", "flights": [[{"price": 80, "ok": true}, {"price": 90.5}]]}'
 
 
 def _mock_dir(tmp_path: Path, tasks: list[dict[str, Any]]) -> Path:
