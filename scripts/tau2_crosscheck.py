@@ -32,6 +32,10 @@ Set up τ²-bench (MIT; never copied into this repo), Python >= 3.12, everything
         | awk '{print ":(exclude)"$2}' | sort -u) | tar -x -C /tmp/tau2src
     /root/.pyenv/versions/3.12.1/bin/python -m venv /tmp/tau2venv && /tmp/tau2venv/bin/pip install /tmp/tau2src
 
+airline's db.json (blob c6a1e81) is absent from every mirror here: put a db.json at
+/tmp/tau2src/data/tau2/domains/airline/ first (both graders then read the same file); telecom: pass
+--tasks-name tasks_small.json (tasks.json is an LFS pointer too).
+
 Then, from the repo root:
 
     .venv/bin/python scripts/tau2_crosscheck.py --domain mock --tau2-data /tmp/tau2src/data \\
