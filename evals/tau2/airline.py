@@ -382,7 +382,8 @@ def update_reservation_flights(db: dict[str, Any], reservation_id: str, cabin: s
             reservation_id=param(_S, "The reservation id."), passengers=_PASSENGERS)
 def update_reservation_passengers(db: dict[str, Any], reservation_id: str, passengers: list[dict[str, Any]]
                                   ) -> dict[str, Any]:
-    people = [_passenger(p) for p in passengers]
+    # τ²-bench builds Passenger models only when every item is an object; otherwise it stores the list as given
+    people = [_passenger(p) for p in passengers] if all(isinstance(p, dict) for p in passengers) else passengers
     reservation = _reservation(db, reservation_id)
     if len(people) != len(reservation["passengers"]):
         raise ToolError("Number of passengers does not match")

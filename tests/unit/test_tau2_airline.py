@@ -169,6 +169,17 @@ def test_updates_cancel_and_searches(tmp_path: Path) -> None:
     assert env.call("calculate", {"expression": "import os"})[0] == "Error: Invalid characters in expression"
 
 
+def test_passengers_not_all_objects_are_stored_as_given_like_tau2(tmp_path: Path) -> None:
+    """τ²-bench makes Passenger models only when every item is an object; a list holding a string is
+    stored as it is (found by tau2_crosscheck's strict replay, airline 40~arg)."""
+    env = base_env(get_domain("airline"), _data(tmp_path))
+    people = env.db["reservations"]["ABC123"]["passengers"]
+    given = [*people[:-1], "Mei Garcia"]
+    content, error = env.call("update_reservation_passengers", {"reservation_id": "ABC123", "passengers": given})
+    assert not error and json.loads(content)["passengers"] == given
+    assert env.db["reservations"]["ABC123"]["passengers"] == given
+
+
 def test_db_hash_replay_against_gold_actions(tmp_path: Path) -> None:
     gold = [{"action_id": "0", "name": "update_reservation_baggages",
              "arguments": {"reservation_id": "ABC123", "total_baggages": 2, "nonfree_baggages": 1,
