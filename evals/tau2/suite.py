@@ -67,6 +67,7 @@ class Tau2Suite(BaseSuite):
     template_files: Mapping[str, str] = {"agent_system": packaged("templates/tau2_agent_system.txt"),
                       "user_system": packaged("templates/tau2_user_system.txt"),
                       "user_system_tools": packaged("templates/tau2_user_system_tools.txt"),
+                      "nl_judge_system": packaged("templates/tau2_nl_judge_system.txt"),
                       "nl_judge": packaged("templates/tau2_nl_judge.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"agent_system": ("policy",), "user_system": ("scenario",),
                        "user_system_tools": ("scenario",), "nl_judge": ("conversation", "assertions")}
@@ -262,10 +263,13 @@ class Tau2Suite(BaseSuite):
         assertions = list((task.get("evaluation_criteria") or {}).get("nl_assertions") or [])
         if not assertions:
             return []
-        conversation = "\n".join(f"{m['role']}: {m['content']}" for m in sim.messages
-                                 if m["role"] in ("assistant", "user") and m.get("content"))
-        prompt = self.templates["nl_judge"].render(conversation=conversation, assertions=json.dumps(assertions))
-        reply = await ctx.chat(self.settings["judge"], [{"role": "user", "content": prompt}], temperature=0.0)
+        # as τ²-bench's judge sees it: every message as `role: content` (tool results and empty turns too),
+        # the outcomes as a Python list, the grading instructions as the system message
+        conversation = "\n".join(f"{m['role']}: {m.get('content')}" for m in sim.messages)
+        prompt = self.templates["nl_judge"].render(conversation=conversation, assertions=repr(assertions))
+        messages = [{"role": "system", "content": self.templates["nl_judge_system"].render()},
+                    {"role": "user", "content": prompt}]
+        reply = await ctx.chat(self.settings["judge"], messages, temperature=0.0)
         checks = parse_verdicts(reply.content or "")
         if checks is None:
             shown = (reply.content or "")[:200]
