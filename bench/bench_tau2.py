@@ -1,7 +1,7 @@
 """`ops eval tau2` at scale: a few hundred simulations of the synthetic domain over sims, against
 τ²-bench's own runner pattern and against the bound.
 
-Latencies (means, uniform jitter 0.5 around them) are a τ²-bench run's shape scaled down 10x
+Latencies (fixed; `BENCH_TAU2_JITTER=0.5` spreads them uniformly ±50 %) are a τ²-bench run's shape scaled down 10x
 (`BENCH_TAU2_SCALE`): the agent (an 8B orchestrator on vLLM, about 1.5 s a turn) 150 ms, the user
 simulator (gpt-5, about 6 s a turn) 600 ms, the judge 200 ms. These per-turn figures are our
 assumption for the shape (the reference gives no per-turn latencies for τ²-bench runs). Scaled down
@@ -11,8 +11,9 @@ Then:
 
 1. ops (in this process) at --concurrency = the number of simulations: wall time against the bound
    max(longest simulation's own chain of calls, total work / concurrency), each call counted at its
-   sim's nominal latency; goal >= 0.9. At nominal means the bound is conservative: with jitter, the
-   slowest simulation's real chain is longer than its nominal one, so the true bound is higher.
+   sim's nominal latency; goal >= 0.9. Without jitter this bound is exact. With jitter it is only a
+   lower estimate: the slowest simulation's real chain is longer than its nominal one (the sim draws
+   each request's jitter by arrival order, so the real chain cannot be recomputed here).
 2. τ²-bench's runner pattern: a ThreadPoolExecutor of 3 (its default) and of 30 (its design note
    puts one process's ceiling near 10), each thread running one simulation at a time with blocking
    HTTP calls, the same loop and reward code; goal: ops >= 10x the pool of 3.
@@ -49,7 +50,7 @@ POOLS = tuple(int(n) for n in os.environ.get("BENCH_TAU2_POOLS", "3,30").split("
 MAX_STEPS = 30
 REAL_MS = {"orchestrator": 1500, "user": 6000, "judge": 2000}  # per turn, our assumption (see the doc)
 SIMS = {role: (round(ms / SCALE), role) for role, ms in REAL_MS.items()}  # role -> (latency ms, model = role)
-JITTER = 0.5
+JITTER = float(os.environ.get("BENCH_TAU2_JITTER", "0"))
 
 
 class BlockingContext:
