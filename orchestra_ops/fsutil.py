@@ -21,6 +21,17 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
 
 
+def open_for_append(path: str | os.PathLike[str]) -> int:
+    """A descriptor appending to `path` (created 0644 with its folder); a full disk is DiskFull naming it."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(path, exc) from None
+        raise
+
+
 def append_all(fd: int, data: bytes, path: str | os.PathLike[str], *, sync: bool = False) -> None:
     """Append all of `data` to `fd` (opened O_APPEND by its one writer), or none of it.
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestra_ops.errors import DiskFull
-from orchestra_ops.fsutil import append_all, is_disk_full
+from orchestra_ops.fsutil import append_all, open_for_append
 from orchestra_ops.redact import redact
 
 PROFILE_FILE = "profile.jsonl"
@@ -75,13 +75,7 @@ class ProfileWriter:
 
     def __init__(self, run_dir: str | os.PathLike[str], *, batch_size: int = 256, max_delay_s: float = 1.0) -> None:
         self.path = Path(run_dir) / PROFILE_FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as exc:
-            if is_disk_full(exc):
-                raise DiskFull(self.path, exc) from None
-            raise
+        self._fd: int | None = open_for_append(self.path)
         self._buffer: list[str] = []
         self.batch_size = batch_size
         self.max_delay_s = max_delay_s

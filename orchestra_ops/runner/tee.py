@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestra_ops.errors import DiskFull
-from orchestra_ops.fsutil import append_all, is_disk_full
+from orchestra_ops.fsutil import append_all, open_for_append
 from orchestra_ops.redact import redact
 
 LOG_FILE = "eval.log"
@@ -28,18 +28,12 @@ class TeeLog:
     def __init__(self, path: str | os.PathLike[str], console: Callable[[str], None] | None = None,
                  alert_console: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.console = console
         self.alert_console = alert_console  # how the console shows a line the user must not miss (the CLI: red)
         self.events_to_console = True
         self.disk_full: DiskFull | None = None
         self.on_disk_full: Callable[[DiskFull], None] | None = None
-        try:
-            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as exc:
-            if is_disk_full(exc):
-                raise DiskFull(self.path, exc) from None
-            raise
+        self._fd: int | None = open_for_append(self.path)
 
     def line(self, text: str) -> None:
         text = redact(text)
