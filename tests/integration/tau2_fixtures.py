@@ -4,10 +4,11 @@ services/simllm/tau2_rules.py) and τ²-bench's formulas, never computed by the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,20 @@ def expected_scores(trials: int, task_ids: list[str] | None = None) -> dict[str,
         values = [math.comb(sum(r == 1.0 for r in rs), k) / math.comb(len(rs), k) for rs in rewards.values()]
         pass_k[str(k)] = round(sum(values) / len(values), 6)
     return {"avg_reward": round(sum(flat) / len(flat), 6), "pass_hat_k": pass_k, "successes": flat.count(1.0)}
+
+
+@contextlib.contextmanager
+def tau2_sims(work: Path) -> Iterator[tuple[SimServer, SimServer, SimServer]]:
+    """Three sims at 2 ms (agent, user simulator, judge), stopped by pid when the block ends."""
+    servers = [SimServer(name, args=["--latency-ms", "2"], log_dir=work) for name in ("sim/agent", "sim/user",
+                                                                                     "sim/judge")]
+    try:
+        for server in servers:
+            server.start()
+        yield servers[0], servers[1], servers[2]
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def tau2_fleet(home: Path, agent: SimServer, user: SimServer, judge: SimServer, **extra: Mapping[str, Any]) -> Path:

@@ -17,7 +17,7 @@ from orchestra_ops.services.simllm import tau2_rules
 from tests.helpers import REPO, run_ops
 from tests.integration.agent_fixtures import read_jsonl, write_fleet
 from tests.integration.eval_fixtures import kill9_mid_run
-from tests.integration.tau2_fixtures import EXPECTED, expected_reward, expected_scores, seeds, tau2_fleet
+from tests.integration.tau2_fixtures import EXPECTED, expected_reward, expected_scores, seeds, tau2_fleet, tau2_sims
 from tests.simserver import SimServer
 
 GREETING = "Hi! How can I help you today?"
@@ -25,16 +25,8 @@ GREETING = "Hi! How can I help you today?"
 
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimServer, SimServer, SimServer]]:
-    work = tmp_path_factory.mktemp("tau2sims")
-    servers = [SimServer(name, args=["--latency-ms", "2"], log_dir=work) for name in ("sim/agent", "sim/user",
-                                                                                     "sim/judge")]
-    try:
-        for server in servers:
-            server.start()
-        yield servers[0], servers[1], servers[2]
-    finally:
-        for server in servers:
-            server.stop()
+    with tau2_sims(tmp_path_factory.mktemp("tau2sims")) as servers:
+        yield servers
 
 
 def _eval(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import run_ops
 from tests.integration.agent_fixtures import read_jsonl
-from tests.integration.tau2_fixtures import tau2_fleet
+from tests.integration.tau2_fixtures import tau2_fleet, tau2_sims
 from tests.simserver import SimServer
 from tests.tau2_telecom_data import write_telecom_data
 
@@ -70,16 +70,8 @@ EXPECTED = {"both_sides": 1.0, "agent_only": 0.0, "user_only": 0.0, "action_miss
 
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimServer, SimServer, SimServer]]:
-    work = tmp_path_factory.mktemp("tau2telecom")
-    servers = [SimServer(name, args=["--latency-ms", "2"], log_dir=work) for name in ("sim/agent", "sim/user",
-                                                                                     "sim/judge")]
-    try:
-        for server in servers:
-            server.start()
-        yield servers[0], servers[1], servers[2]
-    finally:
-        for server in servers:
-            server.stop()
+    with tau2_sims(tmp_path_factory.mktemp("tau2telecom")) as servers:
+        yield servers
 
 
 def test_dual_control_rewards_need_both_sides_and_the_export_keeps_user_tool_calls(tmp_path: Path,
