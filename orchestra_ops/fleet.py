@@ -36,7 +36,7 @@ from orchestra_ops.indexes import build as build_index
 from orchestra_ops.paths import endpoints_path, state_path
 from orchestra_ops.plan import LaunchPlan, plan
 from orchestra_ops.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
-from orchestra_ops.repair import restart, survey
+from orchestra_ops.repair import restart, split_running, survey
 from orchestra_ops.state import FleetState, read_state, resolve_name, write_state
 from orchestra_ops.topology import Topology, load_topology
 
@@ -263,7 +263,7 @@ def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: B
     old = read_state(name)
     if old.status != "up":
         return
-    alive = _maybe_running(old, backends)
+    alive = split_running(old, backends)[0]
     if alive and not opts.replace:
         raise LaunchError(f"topology '{name}' is already up ({len(alive)} of {len(old.processes)} processes "
                           f"alive: {', '.join(alive[:4])}{' …' if len(alive) > 4 else ''}); "
@@ -274,18 +274,6 @@ def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: B
         raise LaunchError(f"could not stop the previous '{name}': {report.problems()}")
     if alive:
         warn(f"replaced the running '{name}' ({len(alive)} processes stopped)")
-
-
-def _maybe_running(state: FleetState, backends: Backends) -> list[str]:
-    """Processes that are alive, wait in a slurm queue, or sit on a node we cannot reach to tell."""
-    names = []
-    for view in asyncio.run(poll_nodes(backends, state)):
-        unreachable = view.state == "unreachable"
-        for record in state.processes_of(view.node.name):
-            process = view.processes.get(record.name)
-            if unreachable or view.waiting(record.name) or (process is not None and process.alive):
-                names.append(record.name)
-    return names
 
 
 # ---- down -----------------------------------------------------------------------------------------

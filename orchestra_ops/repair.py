@@ -52,7 +52,9 @@ class Restarted:
     endpoints_file: Path | None
 
 
-def survey(state: FleetState, backends: Backends) -> Survey:
+def split_running(state: FleetState, backends: Backends) -> tuple[list[str], list[ProcessRecord]]:
+    """(names of the processes that may be running: alive, waiting in a slurm queue, or on a node we
+    cannot reach to tell; the records of the others, which are gone)."""
     alive: list[str] = []
     gone: list[ProcessRecord] = []
     for view in asyncio.run(poll_nodes(backends, state)):
@@ -63,6 +65,11 @@ def survey(state: FleetState, backends: Backends) -> Survey:
                 alive.append(record.name)
             else:
                 gone.append(record)
+    return alive, gone
+
+
+def survey(state: FleetState, backends: Backends) -> Survey:
+    alive, gone = split_running(state, backends)
     probes = asyncio.run(probe_all([target_of(r, alive=False) for r in gone if r.host], metrics=False))
     external = [p.name for p in probes if p.state is State.EXTERNAL]
     dead = [r.name for r in gone if r.name not in external]
