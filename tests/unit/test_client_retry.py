@@ -17,6 +17,7 @@ from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, parse_retry_after
 from orchestra_ops.client.transport import AiohttpTransport
+from tests.webapp import serve_app
 
 FAST = RetryPolicy(attempts=3, backoff_base_s=0.01, backoff_max_s=0.02)
 OK = {"choices": [{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
@@ -54,15 +55,8 @@ async def serve(script: Script) -> AsyncIterator[tuple[Scripted, int]]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", scripted.chat)
     app.router.add_get("/health", scripted.health_check)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serve_app(app) as port:
         yield scripted, port
-    finally:
-        await runner.cleanup()
 
 
 def make_client(ports: list[int], **kwargs: Any) -> ModelClient:

@@ -18,6 +18,7 @@ from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import parse_retry_after
 from orchestra_ops.client.transport import KeepAliveTransport
 from tests.helpers import free_port
+from tests.webapp import serve_app
 
 JSON = {"Content-Type": "application/json"}
 
@@ -36,15 +37,8 @@ async def web_server(routes: list[web.RouteDef]) -> AsyncIterator[tuple[int, lis
 
     app = web.Application(middlewares=[record])
     app.add_routes(routes)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serve_app(app) as port:
         yield port, seen
-    finally:
-        await runner.cleanup()
 
 
 RawScript = Callable[[int, int, bytes], bytes | None]  # (connection no., request no. on it, request) -> bytes
