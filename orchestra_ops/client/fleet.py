@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from orchestra_ops.client.affinity import Affinity, AffinityMode, Move
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
 from orchestra_ops.client.errors import TransportError
@@ -28,7 +29,8 @@ class Fleet:
     def __init__(self, routing: Routing, *, retry: RetryPolicy | None = None,
                  request_timeout_s: float | None = None, replica_cap: int = DEFAULT_REPLICA_CAP,
                  unavailable_wait_s: float = 60.0, transport: Transport | None = None,
-                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None) -> None:
+                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None,
+                 affinity: AffinityMode | None = None) -> None:
         self.routing = routing
         self.cache = cache
         self.retry = retry or RetryPolicy()
@@ -41,6 +43,8 @@ class Fleet:
         self.on_call = on_call
         self._clients: dict[str, ModelClient] = {}
         self.on_eject: Callable[[str, str, str], None] | None = None  # each pool's ejections (pool, replica, reason)
+        self.on_move: Callable[[str, Move], None] | None = None  # each pool's session moves (pool, move)
+        self.affinity = affinity  # --affinity: overrides every model's `routing.affinity` (None: the topology's)
 
     def check(self, names: Iterable[str]) -> list[Target]:
         """Resolve every name a run will call, before any request: unknown names, models without
@@ -71,8 +75,10 @@ class Fleet:
             replicas = [Replica.for_provider(target.base_url, target.max_concurrency or self.replica_cap)]
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
-        pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s)
+        pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s,
+                           affinity=self.affinity_of(target))
         pool.on_eject = self.on_eject
+        pool.on_move = self.on_move
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
                                                                          or self.request_timeout_s)
         limit = self._limits.get(target.name)
@@ -81,6 +87,17 @@ class Fleet:
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
                            api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache)
+
+    def affinity_of(self, target: Target) -> Affinity:
+        """The target's routing (topology `routing:`), with --affinity overriding its mode."""
+        if self.affinity is None or target.affinity.mode == self.affinity:
+            return target.affinity
+        return Affinity(self.affinity, target.affinity.load_factor)
+
+    def end_session(self, session: str) -> None:
+        """A unit of work is done: every pool forgets where its session was (the table stays bounded)."""
+        for client in self._clients.values():
+            client.pool.end_session(session)
 
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).
@@ -94,8 +111,8 @@ class Fleet:
         self._limits[target.name] = concurrency
 
     async def chat(self, name: str, messages: Sequence[Message], *, task: str | int | None = None,
-                   **params: Any) -> ChatResult:
-        return await self.client(name).chat(messages, role=name, task=task, **params)
+                   session: str | None = None, **params: Any) -> ChatResult:
+        return await self.client(name).chat(messages, role=name, task=task, session=session, **params)
 
     async def discover_limits(self, names: Iterable[str]) -> None:
         """Best effort: read `max_model_len` from `/v1/models` for local models that do not declare it."""

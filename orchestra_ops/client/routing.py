@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from orchestra_ops.client.affinity import Affinity
 from orchestra_ops.endpoints import Endpoints
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.topology import Topology
@@ -39,6 +40,7 @@ class Target:
     adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
     tokenizer: str | None = None  # declared tokenizer ("estimate" or a path); None: checkpoint dir, else the replica
     checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
+    affinity: Affinity = field(default_factory=Affinity)  # how its pool places session calls (topology `routing:`)
 
     @property
     def where(self) -> str:
@@ -119,7 +121,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
                               api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
                               request_defaults=dict(provider.request_defaults),
-                              request_timeout_s=provider.request_timeout_s)
+                              request_timeout_s=provider.request_timeout_s,
+                              affinity=Affinity("none"))  # one endpoint; nothing about our tasks leaves
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
