@@ -93,7 +93,6 @@ class FakeReplica:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/chat/completions", self._chat)  # a provider's base URL ends in /v1 or not
-        app.router.add_post("/v1/v1/chat/completions", self._chat)
         app.router.add_get("/health", self._health)
         runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
         await runner.setup()

@@ -145,7 +145,8 @@ class Gateway:
         else:
             replicas = [Replica.for_server(host, port, self.options.replica_cap) for host, port in target.addresses]
             base = {id(r): f"http://{r.address}" for r in replicas}
-        pool = ReplicaPool(target.name, replicas, self.probes, unavailable_wait_s=self.options.unavailable_wait_s)
+        pool = ReplicaPool(target.name, replicas, self.probes, unavailable_wait_s=self.options.unavailable_wait_s,
+                           affinity=target.affinity)
         return TargetPool(target, pool, base)
 
     def names(self) -> list[dict[str, Any]]:
@@ -264,7 +265,8 @@ class Gateway:
             data["model"] = target.served_name
             body = json.dumps(data).encode()
         stream = data.get("stream") is True
-        call = Call(route, body, headers, stream, session_of(request.headers, data) if route in DEFAULTS_ROUTES
+        path = route.removeprefix("/v1") if target.kind == "provider" else route  # a provider's base ends in /v1
+        call = Call(path, body, headers, stream, session_of(request.headers, data) if route in DEFAULTS_ROUTES
                     else None)
         role = requested if isinstance(requested, str) else target.name
         start_wall, start = time.time(), time.monotonic()
@@ -278,11 +280,13 @@ class Gateway:
                 return
         in_flight = self.metrics.in_flight
         in_flight[target.name] += 1
+        done = Forwarded()
         try:
-            done = await self.forwarder.forward(tp.pool, tp.base, call, reply, self._timeout(target))
-        except asyncio.CancelledError:  # the client went away
-            self._log(route, role, target, Forwarded(status="cancelled", error="the client closed the connection"),
-                      start_wall, start, call.session)
+            await self.forwarder.forward(tp.pool, tp.base, call, reply, self._timeout(target), done)
+        except asyncio.CancelledError:  # the client went away (after a stream's [DONE]: it had it all)
+            if not done.delivered:
+                done.status, done.error = "cancelled", "the client closed the connection before the answer ended"
+            self._log(route, role, target, done, start_wall, start, call.session)
             raise
         finally:
             in_flight[target.name] -= 1

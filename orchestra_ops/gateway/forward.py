@@ -41,6 +41,7 @@ class Forwarded:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     body: bytes | None = None  # a whole 200 answer (what --cache stores)
+    delivered: bool = False  # a stream's `data: [DONE]` reached the client (it may close before the last chunk)
 
 
 @dataclass(frozen=True)
@@ -87,17 +88,18 @@ class Forwarder:
         self.timeout_s = timeout_s
 
     async def forward(self, pool: ReplicaPool, base: Mapping[int, str], call: Call, reply: Reply,
-                      timeout_s: float | None = None) -> Forwarded:
+                      timeout_s: float | None = None, done: Forwarded | None = None) -> Forwarded:
         """Send `call` to a replica of `pool` (`base`: id(replica) -> its base URL) and answer `reply`.
-        `timeout_s` bounds each attempt (default: the gateway's request timeout)."""
-        done = Forwarded()
+        `timeout_s` bounds each attempt (default: the gateway's request timeout); `done` is filled in as
+        it goes (what a caller whose request is cancelled still knows) and returned."""
+        done = done if done is not None else Forwarded()
         timeout = timeout_s or self.timeout_s
         previous: Replica | None = None
         last: tuple[int, list[tuple[str, str]], bytes] | None = None  # the last retryable answer
         for attempt in range(1, self.retry.attempts + 1):
             done.attempts = attempt
             try:
-                replica = await acquire(pool, previous, call.session)
+                replica = await pool.acquire(previous, session=call.session)
             except CallError as exc:
                 return self._fail(reply, done, exc.kind, exc.message, 503)
             previous = replica
@@ -177,14 +179,19 @@ class Forwarder:
             answer.close()
             raise
         reply.start(200, answer_headers(answer.headers))
-        outcome.code = "200"
+        outcome.code, outcome.status, outcome.error = "200", "ok", None  # a cut later says otherwise
         usage_chunk = first if b'"usage"' in first else b""
         try:
             await reply.write(first)
+            last = first
             async for chunk in chunks:
                 if b'"usage"' in chunk:
                     usage_chunk = chunk
+                outcome.delivered = False
                 await reply.write(chunk)
+                last = chunk
+                outcome.delivered = last.rstrip().endswith(b"data: [DONE]")
+            outcome.delivered = last.rstrip().endswith(b"data: [DONE]")
         except BaseException:
             answer.close()
             raise
@@ -205,10 +212,6 @@ class Forwarder:
         return outcome
 
 
-async def acquire(pool: ReplicaPool, avoid: Replica | None, session: str | None) -> Replica:
-    """The pool's replica for this attempt (the session key places it once the pool takes one)."""
-    del session  # TODO(affinity): pool.acquire(avoid, session=session) once the affinity branch lands
-    return await pool.acquire(avoid=avoid)
 
 
 def json_object(body: bytes) -> dict[str, Any] | None:

@@ -40,7 +40,7 @@ def write_fleet(root: Path, ports: Sequence[int], *, name: str = "gwtest",
 
 
 def write_model_config(root: Path, ports: Sequence[int], model: str = "m") -> Path:
-    path = root / "model_config.json"
+    path = root / "fleet.json"  # the gateway names its run dir after it: runs/gateway-fleet
     path.write_text(json.dumps({model: [{"ip_addr": "127.0.0.1", "port": port} for port in ports]}))
     return path
 
