@@ -34,6 +34,8 @@ def endpoints_for(plan: LaunchPlan) -> Endpoints:
     """
     result: Endpoints = {}
     for spec in plan.processes:
+        if spec.kind == "gateway":  # not a model: ToolOrchestra's scripts read every key as one
+            continue
         if spec.host is None:
             raise LaunchError(f"{spec.name}: the host of node '{spec.node}' is known only once slurm "
                               "has allocated it (after `ops up`)")
