@@ -15,7 +15,8 @@ with session affinity (the engine), the gateway with `x-session-id`, the gateway
 of the first system and user message), and the engine with affinity off. The sims' prefix-cache
 counters (vllm:prefix_cache_hits_total / queries_total, in tokens) give each run's hit rate.
 
-Env: BENCH_GATEWAY_REQUESTS (default 6000), BENCH_GATEWAY_LITELLM_REQUESTS (default 1500).
+Env: BENCH_GATEWAY_REQUESTS (default 6000), BENCH_GATEWAY_LITELLM_REQUESTS (default 1500),
+BENCH_GATEWAY_PARTS (default "throughput,affinity").
 Never asserts; returns 0.
 """
 
@@ -39,7 +40,7 @@ from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.routing import from_model_config
 from orchestra_ops.endpoints import read_endpoints
 from tests.helpers import REPO, free_port, kill_tree
-from tests.simserver import SimServer, parse_metrics
+from tests.simserver import SimServer
 
 REPLICAS = 4
 LATENCY_MS = 200
@@ -178,12 +179,12 @@ def _prefix(sims: list[SimServer]) -> tuple[float, float]:
 
 
 async def _conversations(fleet: Fleet, tag: str, with_session: bool) -> None:
-    system = " ".join(f"{tag} rule {i}: answer in the plain style of session" for i in range(60))
-    histories = {f"{tag}-s{i}": [{"role": "system", "content": f"{system} {i}."},
+    rules = " ".join(f"rule {i}: answer in the plain style asked for" for i in range(60))
+    histories = {f"{tag}-s{i}": [{"role": "system", "content": f"Session {i} of {tag}. {rules}"},
                                  {"role": "user", "content": f"Session {i} ({tag}) opens with a question."}]
                  for i in range(SESSIONS)}
     for round_ in range(ROUNDS):
-        async def turn(key: str) -> None:
+        async def turn(key: str, round_: int = round_) -> None:
             messages = histories[key]
             answer = await fleet.chat("m", messages, session=key if with_session else None, max_tokens=8,
                                       temperature=0)
@@ -236,8 +237,11 @@ def main() -> int:
             sim.start()
         with tempfile.TemporaryDirectory() as folder:
             tmp = Path(folder)
-            throughput(tmp, sims)
-            affinity(tmp, sims)
+            parts = os.environ.get("BENCH_GATEWAY_PARTS", "throughput,affinity").split(",")
+            if "throughput" in parts:
+                throughput(tmp, sims)
+            if "affinity" in parts:
+                affinity(tmp, sims)
     finally:
         for sim in sims:
             sim.stop()
