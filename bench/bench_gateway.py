@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -190,7 +191,9 @@ async def _conversations(fleet: Fleet, tag: str, with_session: bool) -> None:
                                       temperature=0)
             messages += [{"role": "assistant", "content": answer.content or ""},
                          {"role": "user", "content": f"Round {round_ + 1}: go on."}]
-        await asyncio.gather(*(turn(key) for key in histories))
+        order = list(histories)
+        random.Random(round_).shuffle(order)  # not the same order each round: round robin would stick by accident
+        await asyncio.gather(*(turn(key) for key in order))
 
 
 def affinity(tmp: Path, sims: list[SimServer]) -> None:
