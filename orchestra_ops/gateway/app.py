@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -291,7 +292,10 @@ class Gateway:
         finally:
             in_flight[target.name] -= 1
         if key is not None and done.body is not None and self.cache is not None:
-            self.cache.put(key, target.served_name, done.body)
+            try:
+                self.cache.put(key, target.served_name, done.body)
+            except sqlite3.Error as exc:  # the answer went out; only its replay later is lost
+                log.warning("response cache %s: could not store an answer: %s", self.cache.path, exc)
         self._log(route, role, target, done, start_wall, start, call.session)
 
     def _timeout(self, target: Target) -> float:
