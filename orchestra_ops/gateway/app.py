@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache, request_key
-from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.client.transport import KeepAliveTransport
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.gateway.calllog import call_line
 from orchestra_ops.gateway.forward import Call, Forwarded, Forwarder, error_body, json_object
 from orchestra_ops.gateway.metrics import GatewayMetrics
 from orchestra_ops.gateway.server import Reply, Request
@@ -84,7 +84,9 @@ def session_of(headers: Mapping[str, str], data: Mapping[str, Any]) -> str | Non
                 break
     if not first:
         return None
-    text = json.dumps([first.get("system"), first.get("user")], sort_keys=True, default=str)
+    parts = [part if isinstance(part, str) else json.dumps(part, sort_keys=True, default=str)
+             for part in (first.get("system"), first.get("user"))]
+    text = f"{len(parts[0])}:{parts[0]}\x00{parts[1]}" if first.get("system") is not None else f"-\x00{parts[1]}"
     return "h:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -102,11 +104,12 @@ def merge_defaults(defaults: Mapping[str, Any], data: dict[str, Any]) -> dict[st
 class Gateway:
     """The request handler (`await gateway.handle(request, reply)`) over one routing, re-read by `reload`."""
 
-    def __init__(self, routing: Routing, options: GatewayOptions, *, on_call: Callable[[CallEvent], None] | None
-                 = None, cache: ResponseCache | None = None, identities: Mapping[str, str] | None = None) -> None:
+    def __init__(self, routing: Routing, options: GatewayOptions, *, on_line: Callable[[str], None] | None = None,
+                 cache: ResponseCache | None = None, identities: Mapping[str, str] | None = None) -> None:
+        """`on_line` takes each request's profile.jsonl line (calllog.py): ProfileWriter.line."""
         self.options = options
         self.metrics = GatewayMetrics()
-        self.on_call = on_call
+        self.on_line = on_line
         self.cache = cache
         self.identities = dict(identities or {})
         self.upstreams = Upstreams()
@@ -318,12 +321,11 @@ class Gateway:
                 self.metrics.requests[(target.name, done.replica or "-", done.code)] += 1
         if done.attempts > 1:
             self.metrics.retries[target.name] += done.attempts - 1
-        if self.on_call is None or route not in LOGGED_ROUTES:
+        if self.on_line is None or route not in LOGGED_ROUTES:
             return
-        self.on_call(CallEvent(role=role, model=target.name, replica=done.replica, start=start_wall,
-                               latency_s=seconds, prompt_tokens=done.prompt_tokens,
-                               completion_tokens=done.completion_tokens, attempts=done.attempts,
-                               status=done.status, error=done.error,
+        self.on_line(call_line(role=role, model=target.name, replica=done.replica, start=start_wall, latency_s=seconds,
+                               prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
+                               attempts=done.attempts, status=done.status, error=done.error,
                                task=session if session and not session.startswith("h:") else None, cached=cached))
 
     async def close(self) -> None:

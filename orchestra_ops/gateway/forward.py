@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,6 @@ from orchestra_ops.gateway.upstream import Answer, StreamCut, Upstreams
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
                         "upgrade", "proxy-authenticate", "proxy-connection", "server", "date"})
-_DECODER = json.JSONDecoder()
 
 
 @dataclass
@@ -63,22 +63,18 @@ def answer_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
 
 
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+
+
 def usage_of(body: bytes) -> tuple[int | None, int | None]:
-    """(prompt_tokens, completion_tokens) of an answer's last `"usage": {…}` object, when it has one."""
+    """(prompt_tokens, completion_tokens) of an answer's last `"usage": {…}` object, when it has one
+    (read with two regular expressions from where it starts: a JSON parse of every answer costs more)."""
     at = body.rfind(b'"usage"')
     if at < 0:
         return None, None
-    start = body.find(b"{", at)
-    if start < 0:
-        return None, None
-    try:
-        usage, _ = _DECODER.raw_decode(body[start:].decode("utf-8", errors="replace"))
-    except ValueError:
-        return None, None
-    if not isinstance(usage, dict):
-        return None, None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if isinstance(prompt, int) else None, completion if isinstance(completion, int) else None)
+    prompt, completion = _PROMPT_TOKENS.search(body, at), _COMPLETION_TOKENS.search(body, at)
+    return (int(prompt.group(1)) if prompt else None, int(completion.group(1)) if completion else None)
 
 
 class Forwarder:

@@ -90,7 +90,7 @@ async def serve(source: RoutingSource, options: ServeOptions, *, on_ready: async
     write_run_info(run_dir, {"suite": GATEWAY_KIND, "topology": routing.name, "source": routing.source,
                              "gateway": {"host": options.host, "port": options.port,
                                          "cache": str(options.cache) if options.cache else None}})
-    gateway = Gateway(routing, options.gateway, on_call=profile, cache=cache, identities=names)
+    gateway = Gateway(routing, options.gateway, on_line=profile.line, cache=cache, identities=names)
     server = HttpServer(gateway.handle)
     try:
         try:
