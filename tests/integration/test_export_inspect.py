@@ -4,12 +4,16 @@ back by inspect_ai's own `read_eval_log`, field by field; a gateway run dir is r
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from inspect_ai.log import read_eval_log
 
-from tests.helpers import run_ops
+from tests.helpers import free_port, kill_tree, run_ops
 from tests.simserver import SimServer
 
 
@@ -51,6 +55,33 @@ def test_exported_log_reads_back_field_by_field(gsm8k_run: Path, tmp_path: Path)
         assert sample.total_time == pytest.approx(record["elapsed"])
     again = run_ops(["export", str(gsm8k_run), "--format", "inspect", "--out", str(out)])
     assert again.returncode == 2 and "exists; pass --overwrite" in again.stderr
+
+
+def test_inspect_view_opens_the_exported_log(gsm8k_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gsm8k.eval"
+    assert run_ops(["export", str(gsm8k_run), "--format", "inspect", "--out", str(out)]).returncode == 0
+    port = free_port()
+    view = [str(Path(sys.executable).parent / "inspect"), "view", "--log-dir", str(tmp_path), "--host", "127.0.0.1",
+            "--port", str(port)]
+    with open(tmp_path / "view.log", "wb") as log:
+        proc = subprocess.Popen(view, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        listing = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and listing is None:
+            assert proc.poll() is None, (tmp_path / "view.log").read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/logs", timeout=5) as resp:
+                    listing = json.loads(resp.read())
+            except OSError:
+                time.sleep(0.5)
+        assert listing is not None, "inspect view did not answer"
+        assert [(f["name"], f["task"]) for f in listing["files"]] == [(out.as_uri(), "gsm8k")]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/logs/{out.name}", timeout=30) as resp:
+            opened = json.loads(resp.read())
+        assert (opened["status"], opened["eval"]["task"], opened["results"]["total_samples"]) == ("success", "gsm8k", 4)
+    finally:
+        kill_tree(proc.pid)
 
 
 def test_gateway_run_dir_is_refused(tmp_path: Path) -> None:
