@@ -29,7 +29,7 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "conten
                         "upgrade", "proxy-authenticate", "proxy-connection", "server", "date"})
 
 
-@dataclass
+@dataclass(slots=True)
 class Forwarded:
     """What happened to one forwarded request (the request log and /metrics are written from it)."""
 
@@ -44,7 +44,7 @@ class Forwarded:
     delivered: bool = False  # a stream's `data: [DONE]` reached the client (it may close before the last chunk)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Call:
     """One request as it goes to the replicas: path under the replica's base URL, body, headers."""
 
