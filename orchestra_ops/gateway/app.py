@@ -16,7 +16,6 @@ goes further; a provider gets the key its `api_key_env` names, read when the req
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import json
 import logging
@@ -34,6 +33,7 @@ from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.client.transport import KeepAliveTransport
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.gateway.body import merge_defaults, session_of
 from orchestra_ops.gateway.calllog import call_line
 from orchestra_ops.gateway.forward import Call, Forwarded, Forwarder, error_body, json_object
 from orchestra_ops.gateway.metrics import GatewayMetrics
@@ -67,40 +67,6 @@ class TargetPool:
     base: dict[int, str]  # id(replica) -> the URL its routes hang from ("http://h:p", or a provider's /v1 base)
 
 
-def session_of(headers: Mapping[str, str], data: Mapping[str, Any]) -> str | None:
-    """The affinity key: the client's `x-session-id`, else a hash of the first system and user message."""
-    given = headers.get("x-session-id")
-    if given:
-        return given
-    messages = data.get("messages")
-    if not isinstance(messages, list):
-        return None
-    first: dict[str, Any] = {}
-    for message in messages:
-        if isinstance(message, dict) and message.get("role") in ("system", "user") and \
-                message["role"] not in first:
-            first[message["role"]] = message.get("content")
-            if len(first) == 2:
-                break
-    if not first:
-        return None
-    parts = [part if isinstance(part, str) else json.dumps(part, sort_keys=True, default=str)
-             for part in (first.get("system"), first.get("user"))]
-    text = f"{len(parts[0])}:{parts[0]}\x00{parts[1]}" if first.get("system") is not None else f"-\x00{parts[1]}"
-    return "h:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-
-
-def merge_defaults(defaults: Mapping[str, Any], data: dict[str, Any]) -> dict[str, Any]:
-    """A target's request_defaults under the client's body (the client's values win; dicts merged)."""
-    body: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in defaults.items()}
-    for key, value in data.items():
-        if isinstance(value, Mapping) and isinstance(body.get(key), dict):
-            body[key] = {**body[key], **value}
-        else:
-            body[key] = value
-    return body
-
-
 class Gateway:
     """The request handler (`await gateway.handle(request, reply)`) over one routing, re-read by `reload`."""
 
@@ -117,6 +83,7 @@ class Gateway:
         self.forwarder = Forwarder(self.upstreams, options.retry, options.request_timeout_s or 600.0)
         self.routing = routing
         self.pools: dict[str, TargetPool] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self.started = time.time()
         self.reload(routing)
 
@@ -135,7 +102,9 @@ class Gateway:
             pools[key] = TargetPool(target, kept.pool, kept.base) if same and kept else self._pool(target)
         for key, kept in old.items():
             if pools.get(key) is None or pools[key].pool is not kept.pool:
-                asyncio.get_running_loop().create_task(kept.pool.close())
+                closing = asyncio.get_running_loop().create_task(kept.pool.close())  # its probes stop
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
         self.routing, self.pools = routing, pools
         self.forwarder.timeout_s = self.options.request_timeout_s or routing.request_timeout_s
         if identities is not None:
@@ -234,10 +203,11 @@ class Gateway:
 
     def _headers(self, target: Target, request: Request) -> dict[str, str]:
         headers = {"content-type": "application/json"}
-        for name in PASSED_HEADERS:
-            value = request.headers.get(name)
-            if value is not None:
-                headers[name] = value
+        if target.kind != "provider":  # nothing about the client's tasks goes to an external provider
+            for name in PASSED_HEADERS:
+                value = request.headers.get(name)
+                if value is not None:
+                    headers[name] = value
         if target.api_key_env:
             key = os.environ.get(target.api_key_env)  # read per request; never stored or logged
             if not key:

@@ -2,7 +2,7 @@
 
 `http://` replicas go over keep-alive HTTP/1.1 connections of our own (asyncio.Protocol +
 httptools, as client/http1.py does for the engine, which reads whole answers only); `https://`
-providers go through aiohttp (`trust_env=False`: no proxy variable sends a request elsewhere).
+providers go through aiohttp (upstream_https.py, `trust_env=False`).
 
     answer = await upstreams.open(url, method, headers, body)  # TransportError: no head arrived
     answer.status, answer.headers
@@ -20,16 +20,14 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Protocol, cast
 from urllib.parse import urlsplit
 
-import aiohttp
 import httptools
 
 from orchestra_ops.client.errors import TransportError
+from orchestra_ops.gateway.upstream_https import HttpsUpstream, StreamCut
+
+__all__ = ["Answer", "StreamCut", "Upstreams"]
 
 IDLE_TIMEOUT_S = 4.0  # below uvicorn's (so vLLM's) keep-alive of 5 s: never reuse what the server is closing
-
-
-class StreamCut(Exception):
-    """The replica's answer ended before it was complete (the connection closed, or the data was not HTTP)."""
 
 
 class Answer(Protocol):
@@ -233,32 +231,6 @@ class _HostPool:
             conn.close()
 
 
-class _AiohttpAnswer:
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-        self.status = response.status
-        self.headers = list(response.headers.items())
-
-    async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except (aiohttp.ClientError, OSError) as exc:
-            raise StreamCut(str(exc) or type(exc).__name__) from None
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except (aiohttp.ClientError, OSError) as exc:
-            raise StreamCut(str(exc) or type(exc).__name__) from None
-
-    def release(self) -> None:
-        self._response.release()
-
-    def close(self) -> None:
-        self._response.close()
-
-
 def encode(head: bytes, headers: Mapping[str, str], body: bytes | None) -> bytes:
     lines = [head]
     for name, value in headers.items():
@@ -278,14 +250,16 @@ class Upstreams:
 
     def __init__(self) -> None:
         self._pools: dict[tuple[str, int], _HostPool] = {}
-        self._session: aiohttp.ClientSession | None = None
+        self._https: HttpsUpstream | None = None
 
     async def open(self, url: str, method: str, headers: Mapping[str, str], body: bytes | None,
                    address: str) -> Answer:
         """Send a request; return once the head of its answer arrived. TransportError("connection") when
         no head arrived. The caller bounds the time (asyncio.timeout) and releases or closes the answer."""
         if not url.startswith("http://"):
-            return await self._open_aiohttp(url, method, headers, body, address)
+            if self._https is None:
+                self._https = HttpsUpstream()
+            return await self._https.open(url, method, headers, body, address)
         parts = urlsplit(url)
         key = (parts.hostname or "", parts.port or 80)
         pool = self._pools.get(key)
@@ -320,20 +294,9 @@ class Upstreams:
         _, conn = await loop.create_connection(_Connection, pool.host, pool.port)
         return conn
 
-    async def _open_aiohttp(self, url: str, method: str, headers: Mapping[str, str], body: bytes | None,
-                            address: str) -> Answer:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(trust_env=False, auto_decompress=True,
-                                                  timeout=aiohttp.ClientTimeout(total=None))
-        try:
-            response = await self._session.request(method, url, data=body, headers=dict(headers))
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransportError("connection", f"{address}: {str(exc) or type(exc).__name__}") from None
-        return _AiohttpAnswer(response)
-
     async def close(self) -> None:
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
-        if self._session is not None:
-            await self._session.close()
+        if self._https is not None:
+            await self._https.close()

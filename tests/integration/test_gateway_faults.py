@@ -115,7 +115,8 @@ def test_provider_key_injected_and_gateway_token_checked(tmp_path: Path) -> None
             with pytest.raises(openai.AuthenticationError):
                 openai.OpenAI(base_url=f"{gw.base_url}/v1", api_key="wrong", max_retries=0).models.list()
             client = openai.OpenAI(base_url=f"{gw.base_url}/v1", api_key=token, max_retries=0)
-            answer = client.chat.completions.create(model="ext-role", messages=QUESTION)
+            answer = client.chat.completions.create(model="ext-role", messages=QUESTION,
+                                                    extra_headers={"x-session-id": "task-9"})
             local = client.chat.completions.create(model="solver", messages=QUESTION, max_tokens=3)
             assert httpx.get(f"{gw.base_url}/health").status_code == 200  # no token needed
             gw.stop()
@@ -124,6 +125,7 @@ def test_provider_key_injected_and_gateway_token_checked(tmp_path: Path) -> None
     [seen] = provider.requests
     assert seen.path == "/v1/chat/completions" and seen.body["model"] == "gpt-x"
     assert seen.headers["authorization"] == f"Bearer {provider_key}"  # its own key, not the client's token
+    assert "x-session-id" not in seen.headers  # nothing about the client's tasks leaves the machine
     written = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
     assert provider_key not in written and token not in written  # logs, profile, run.json
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchestra_ops.client.chat import CallEvent
-from orchestra_ops.gateway.app import session_of
+from orchestra_ops.gateway.body import session_of
 from orchestra_ops.gateway.calllog import call_line
 from orchestra_ops.gateway.forward import usage_of
 
