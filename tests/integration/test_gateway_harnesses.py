@@ -21,6 +21,9 @@ from tests.simserver import SimServer
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HUB_DISABLE_TELEMETRY": "1", "INSPECT_DISABLE_TELEMETRY": "1", "NO_PROXY": "127.0.0.1,localhost"}
+# each harness run is a process that imports datasets/evaluate (lm-eval) or inspect_ai: minutes on a busy 2-core box
+pytestmark = pytest.mark.timeout(1200)
+
 QUESTIONS = [f"What is {a} plus {b}?" for a, b in ((2, 3), (7, 8), (10, 5), (4, 4), (9, 1), (6, 2))]
 
 
