@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import TypedDict
 
+from orchestra_ops.core.fsutil import atomic_write_text, read_json
 from orchestra_ops.errors import ConfigError, LaunchError
-from orchestra_ops.fsutil import atomic_write_text, read_json
 from orchestra_ops.plan import LaunchPlan
 
 

@@ -26,14 +26,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestra_ops import procs, vllmcheck
+from orchestra_ops import vllmcheck
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup, StopReport
+from orchestra_ops.core import procs
+from orchestra_ops.core.paths import endpoints_path, state_path
 from orchestra_ops.endpoints import Endpoints, read_endpoints, write_endpoints
 from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
 from orchestra_ops.indexes import BuildProgress, missing_indexes
 from orchestra_ops.indexes import build as build_index
-from orchestra_ops.paths import endpoints_path, state_path
 from orchestra_ops.plan import LaunchPlan, plan
 from orchestra_ops.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
 from orchestra_ops.repair import restart, split_running, survey

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError, EvalError, OpsError, RunTimeout
-from orchestra_ops.fsutil import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def _topology_name(options: PosttrainOptions) -> str:
 def _bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], None] | None) -> None:
     """`ops up`; a fleet that is up already (a rerun after a time-out without --down) is used as it is."""
     from orchestra_ops import fleet
-    from orchestra_ops.paths import state_path
+    from orchestra_ops.core.paths import state_path
     from orchestra_ops.state import read_state
 
     if state_path(topology).is_file() and read_state(topology).status == "up":

@@ -18,9 +18,9 @@ import httpx
 
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import NodeView
+from orchestra_ops.core.logtail import is_fatal
 from orchestra_ops.errors import OpsError, ReadinessError
 from orchestra_ops.health import Probe, State, Target, probe
-from orchestra_ops.logtail import is_fatal
 from orchestra_ops.state import FleetState, NodeRecord, ProcessRecord
 
 POLL_S = 0.1  # between readiness rounds (backends throttle their own costly polls)

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops import procs
 from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
+from orchestra_ops.core import procs
 from orchestra_ops.errors import ConfigError, LaunchError
 from orchestra_ops.runner.monitor import LIVE_FILE
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestra_ops.core.fsutil import atomic_write_text, read_json
+from orchestra_ops.core.paths import latest_topology_name, ops_home, state_path
 from orchestra_ops.errors import StateError
-from orchestra_ops.fsutil import atomic_write_text, read_json
-from orchestra_ops.paths import latest_topology_name, ops_home, state_path
 
 Status = Literal["up", "down"]
 STATE_VERSION = 2

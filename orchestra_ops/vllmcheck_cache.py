@@ -21,8 +21,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from orchestra_ops.fsutil import atomic_write_text
-from orchestra_ops.paths import ops_home
+from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.paths import ops_home
 
 CACHE_FILE = "vllm-checks.json"
 PER_REPLICA_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "VLLM_CACHE_ROOT", "VLLM_CPU_OMP_THREADS_BIND"})

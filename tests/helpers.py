@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = [sys.executable, "-m", "orchestra_ops"]

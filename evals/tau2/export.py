@@ -24,8 +24,8 @@ from orchestra_ops.evals.tau2.environment import get_domain
 from orchestra_ops.evals.tau2.tasks import domain_dir, load_domain_data
 
 from orchestra_ops import __version__
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info
 

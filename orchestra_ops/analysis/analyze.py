@@ -32,7 +32,7 @@ from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
 from orchestra_ops.analysis.scoring import task_scores
 from orchestra_ops.analysis.stats import summarize
 from orchestra_ops.analysis.timeline import busy_seconds, timeline
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.core.fsutil import atomic_write_text
 
 log = logging.getLogger(__name__)
 

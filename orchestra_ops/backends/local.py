@@ -13,7 +13,6 @@ import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 
-from orchestra_ops import procs
 from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, NodeView, StopReport
 from orchestra_ops.backends.localprocs import (
     LocalLogs,
@@ -27,6 +26,7 @@ from orchestra_ops.backends.localprocs import (
     stop_records,
     view_here,
 )
+from orchestra_ops.core import procs
 from orchestra_ops.errors import LaunchError
 from orchestra_ops.plan import ProcessSpec
 from orchestra_ops.state import NodeRecord, ProcessRecord

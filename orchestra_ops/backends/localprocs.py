@@ -18,10 +18,10 @@ from typing import Any
 
 import psutil
 
-from orchestra_ops import procs
 from orchestra_ops.backends.base import NodeGroup, ProcessView, StopReport
-from orchestra_ops.logtail import follow, tail
-from orchestra_ops.logtail import settle as settle_log
+from orchestra_ops.core import procs
+from orchestra_ops.core.logtail import follow, tail
+from orchestra_ops.core.logtail import settle as settle_log
 from orchestra_ops.plan import ProcessSpec
 from orchestra_ops.state import NodeRecord, ProcessRecord
 

@@ -87,6 +87,10 @@ class Routing:
                               f"{self.endpoints_file}; run `ops up` for this topology")
         return target
 
+    def secret_variables(self) -> list[str]:
+        """The `api_key_env` variable of every provider declared (called by this run or not): what a run redacts."""
+        return sorted({t.api_key_env for t in self.targets.values() if t.api_key_env})
+
     def table(self) -> list[tuple[str, str, str, str]]:
         """Rows (role, target, kind, replicas) for the routing table a run prints at start."""
         rows: list[tuple[str, str, str, str]] = []

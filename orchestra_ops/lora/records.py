@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.errors import StateError
-from orchestra_ops.fsutil import atomic_write_text
-from orchestra_ops.paths import topology_dir
 from orchestra_ops.state import FleetState, ProcessRecord
 
 T = TypeVar("T")

@@ -24,8 +24,8 @@ from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.transport import KeepAliveTransport
+from orchestra_ops.core.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
-from orchestra_ops.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks

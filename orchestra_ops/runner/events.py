@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.fsutil import is_disk_full
+from orchestra_ops.core.fsutil import is_disk_full
 
 log = logging.getLogger(__name__)
 

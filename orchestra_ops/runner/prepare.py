@@ -11,9 +11,9 @@ from typing import Any
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.sources import load_routing
+from orchestra_ops.core.redact import Redactor
+from orchestra_ops.core.redact import install as install_redactor
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.redact import Redactor
-from orchestra_ops.redact import install as install_redactor
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.lock import RunDirLock
 from orchestra_ops.runner.manifest import check_dataset_unchanged
@@ -121,7 +121,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
     suite = load_suite(options.suite)
     templates = load_templates(suite.template_files, options.templates, suite.template_fields)
     routing = load_routing(options.topology, options.model_config)
-    install_redactor(Redactor.for_routing(routing))  # from here on, no provider key is stored or printed
+    install_redactor(Redactor.from_env(routing.secret_variables()))  # from here on no provider key is stored/printed
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
     info = read_run_info(run_dir) or {}
     continuing = options.resume or options.retry_failed

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fsutil import atomic_write_text
 
 RUN_FILE = "run.json"
 RUN_LOCK_FILE = ".run.json.lock"

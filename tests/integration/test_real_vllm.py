@@ -31,7 +31,7 @@ import psutil
 import pytest
 import yaml
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 from tests.helpers import REPO, free_port, free_port_block, kill_tree, run_ops, still_ours
 
 VLLM = REPO / ".venv-vllm" / "bin" / "vllm"

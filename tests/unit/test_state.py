@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestra_ops.core.paths import latest_topology_name, state_path
 from orchestra_ops.errors import StateError
-from orchestra_ops.paths import latest_topology_name, state_path
 from orchestra_ops.state import (
     FleetState,
     NodeRecord,

@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import DiskFull, OpsError
-from orchestra_ops.redact import redact
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -57,7 +57,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write `text` to `path` so a reader sees the old file or the new one, never half of one.
 
     A temp file in the same directory is written, flushed, fsynced and renamed over `path`.
-    Secrets are redacted first (orchestra_ops/redact.py): nothing ops stores holds a provider key.
+    Secrets are redacted first (orchestra_ops/core/redact.py): nothing ops stores holds a provider key.
     """
     text = redact(text)
     target = Path(path)

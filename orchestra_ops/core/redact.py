@@ -1,7 +1,7 @@
 """Secrets never reach a file or the console: the one redaction choke point of orchestra-ops.
 
-A run installs a Redactor at its start (`install(Redactor.for_routing(routing))`) holding the value
-of every `api_key_env` variable its routing declares; every writer of what ops stores or prints
+A run installs a Redactor at its start (`install(Redactor.from_env(routing.secret_variables()))`) holding
+the value of every `api_key_env` variable its routing declares; every writer of what ops stores or prints
 (results.jsonl, profile.jsonl, eval.log and the console, trajectories, every atomic file write:
 run.json, scores.json, analysis, exports; the CLI's error line) passes its text through `redact()`.
 Values shorter than MIN_SECRET_LEN are not redacted (they would blank out ordinary words).
@@ -12,10 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # fsutil imports this module, and routing (via endpoints) imports fsutil
-    from orchestra_ops.client.routing import Routing
 
 MIN_SECRET_LEN = 8
 
@@ -45,11 +41,6 @@ class Redactor:
     def from_env(cls, variables: Iterable[str], environ: Mapping[str, str] | None = None) -> Redactor:
         env = os.environ if environ is None else environ
         return cls({name: env[name] for name in variables if env.get(name)})
-
-    @classmethod
-    def for_routing(cls, routing: Routing, environ: Mapping[str, str] | None = None) -> Redactor:
-        """The value of every `api_key_env` the routing declares (used by this run or not)."""
-        return cls.from_env(sorted({t.api_key_env for t in routing.targets.values() if t.api_key_env}), environ)
 
 
 _active = Redactor()
