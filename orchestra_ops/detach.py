@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestra_ops.backends.slurmctl import SlurmCli
+from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.nodes import SlurmSettings
 from orchestra_ops.runner.rundir import write_run_info
 from orchestra_ops.supervisor import SBATCH_FILE, STOP_FILE
 
@@ -150,7 +150,7 @@ def eval_slurm_settings(topology_file: str | None, walltime: str | None) -> Slur
     """The topology's `eval.slurm` (or the defaults), with `--walltime` over its time."""
     settings = SlurmSettings()
     if topology_file and Path(topology_file).is_file():
-        from orchestra_ops.topology import load_topology
+        from orchestra_ops.config.loader import load_topology
 
         declared = load_topology(topology_file).eval
         if declared is not None:

@@ -29,6 +29,8 @@ from pathlib import Path
 from orchestra_ops import vllmcheck
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup, StopReport
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.topology import Topology
 from orchestra_ops.core import procs
 from orchestra_ops.core.paths import endpoints_path, state_path
 from orchestra_ops.endpoints import Endpoints, read_endpoints, write_endpoints
@@ -39,7 +41,6 @@ from orchestra_ops.plan import LaunchPlan, plan
 from orchestra_ops.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
 from orchestra_ops.repair import restart, split_running, survey
 from orchestra_ops.state import FleetState, read_state, resolve_name, write_state
-from orchestra_ops.topology import Topology, load_topology
 
 log = logging.getLogger(__name__)
 

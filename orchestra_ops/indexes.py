@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestra_ops.config.topology import Topology
+from orchestra_ops.config.yamlpos import load_positioned
 from orchestra_ops.errors import ConfigError, TopologyError
 from orchestra_ops.plan import LaunchPlan
-from orchestra_ops.topology import Topology
-from orchestra_ops.yamlpos import load_positioned
 
 INDEX_FILE = "eval.index"
 

@@ -113,7 +113,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
 
 
 def _topology_name(options: PosttrainOptions) -> str:
-    from orchestra_ops.topology import load_topology
+    from orchestra_ops.config.loader import load_topology
 
     if Path(options.topology).is_file():
         return load_topology(options.topology).name

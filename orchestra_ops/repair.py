@@ -23,6 +23,7 @@ from pathlib import Path
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.backends.localprocs import check_here, stop_records
+from orchestra_ops.config.loader import load_topology
 from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.endpoints import write_endpoints
 from orchestra_ops.errors import LaunchError
@@ -30,7 +31,6 @@ from orchestra_ops.health import State, probe_all
 from orchestra_ops.plan import ProcessSpec, plan
 from orchestra_ops.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
 from orchestra_ops.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
-from orchestra_ops.topology import load_topology
 
 REPAIRABLE = ("local", "tmux")  # backends whose processes are psutil-visible here, one by one
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from orchestra_ops import vllmcheck_cache
 from orchestra_ops.backends import Backends
 from orchestra_ops.backends.base import LaunchContext, NodeGroup
+from orchestra_ops.config.topology import Topology
+from orchestra_ops.config.yamlpos import PositionedYaml, load_positioned
 from orchestra_ops.errors import TopologyError
 from orchestra_ops.plan import ProcessSpec
-from orchestra_ops.topology import Topology
-from orchestra_ops.yamlpos import PositionedYaml, load_positioned
 
 log = logging.getLogger(__name__)
 
@@ -281,9 +281,9 @@ def check_topology_engines(source: Path, topology: Topology, groups: Sequence[No
 
 def check_file(topology_file: str | Path, backend: str | None = None) -> list[VllmCheck]:
     """`ops plan --check`: the checks `ops up` runs before launching, without launching anything."""
+    from orchestra_ops.config.loader import load_topology
     from orchestra_ops.fleet import node_groups
     from orchestra_ops.plan import plan
-    from orchestra_ops.topology import load_topology
 
     source = Path(topology_file).resolve()
     topology = load_topology(source)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from orchestra_ops.nodes import Node
+from orchestra_ops.config.nodes import Node
 from orchestra_ops.plan import ProcessSpec
 from orchestra_ops.state import NodeRecord, ProcessRecord
 

@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestra_ops.nodes import SlurmSettings
+from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.vllmcheck import CHECK_SOURCE, LOCATE
 
 EXIT_PREFIX = "ops-job: exited "

@@ -28,10 +28,10 @@ from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, Node
 from orchestra_ops.backends.localprocs import LocalLogs, absolute_log, open_log, read_new, resolve_argv
 from orchestra_ops.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch
 from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
+from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.core.logtail import tail
 from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.errors import LaunchError
-from orchestra_ops.nodes import SlurmSettings
 from orchestra_ops.state import NodeRecord, ProcessRecord
 from orchestra_ops.vllmcheck import check_argv
 

@@ -24,8 +24,8 @@ from orchestra_ops.backends import ssh_agent
 from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
 from orchestra_ops.backends.sshconn import SshError, SshPool, SshTarget
 from orchestra_ops.backends.tmux import session_name, window_script
+from orchestra_ops.config.nodes import SshSettings
 from orchestra_ops.errors import LaunchError
-from orchestra_ops.nodes import SshSettings
 from orchestra_ops.plan import ProcessSpec
 from orchestra_ops.state import NodeRecord, ProcessRecord
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from orchestra_ops.config.topology import Topology
 from orchestra_ops.endpoints import Endpoints
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.topology import Topology
 
 TargetKind = Literal["model", "service", "provider"]
 DEFAULT_REQUEST_TIMEOUT_S = 600.0

@@ -13,16 +13,8 @@ from __future__ import annotations
 
 import json
 
-from orchestra_ops.topology import ModelSpec
-
-RUNTIME_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
-# vLLM flags the LoRA fields set; repeating them in engine_args is refused (checks.py)
-LORA_FLAGS: dict[str, str] = {
-    "--enable-lora": "lora_modules or runtime_lora",
-    "--lora-modules": "lora_modules",
-    "--max-lora-rank": "max_lora_rank",
-    "--max-loras": "max_loras",
-}
+from orchestra_ops.config.lora_checks import RUNTIME_ENV
+from orchestra_ops.config.topology import ModelSpec
 
 
 def lora_module_item(name: str, path: str, base_model_name: str) -> str:

@@ -5,7 +5,7 @@ Rules (tests import these to know what the sim does):
 * ``--enable-lora --lora-modules ITEM …``: ITEM is vLLM's ``NAME=PATH`` or JSON ``{"name", "path",
   "base_model_name"}``. Static adapters load at startup through the same checks as the load
   endpoint; one that fails aborts startup (a ConfigError), as vLLM's ``init_static_loras`` does.
-* An adapter directory is checked with ``orchestra_ops.lora.adapter.inspect_adapter`` against
+* An adapter directory is checked with ``orchestra_ops.config.adapter_dir.inspect_adapter`` against
   ``--max-lora-rank`` (default 16); ``--max-loras`` is accepted and has no effect.
 * Runtime endpoints exist only when ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` is ``1`` or ``true`` (any
   case); otherwise they are not routes at all (404), as in vLLM.
@@ -43,8 +43,8 @@ from aiohttp import web
 from orchestra_ops.services.simllm import rules, wire
 from orchestra_ops.services.simllm.config import SimConfig
 
+from orchestra_ops.config.adapter_dir import inspect_adapter
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.lora.adapter import inspect_adapter
 
 RUNTIME_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.client.callctx import current_role, current_task
+from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.detach import DetachRequest, eval_slurm_settings, sbatch_script, signal_lead_s, slurm_minutes
 from orchestra_ops.errors import ConfigError, TopologyError
-from orchestra_ops.nodes import SlurmSettings
 from orchestra_ops.runner.events import EventLog, read_events
 from orchestra_ops.runner.inflight import InFlight
 from orchestra_ops.runner.monitor import RunMonitor

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from orchestra_ops.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch, sbatch_lines
-from orchestra_ops.topology import SlurmSettings
+from orchestra_ops.config.topology import SlurmSettings
 
 GOLDEN = Path(__file__).parent / "golden" / "slurm_example_gpu8.sbatch"
 

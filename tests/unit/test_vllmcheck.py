@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops import vllmcheck
-from orchestra_ops.topology import load_topology
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.yamlpos import load_positioned
 from orchestra_ops.vllmcheck import CHECK_SOURCE, LOCATE, VllmCheck, check_argv, parse_answer
-from orchestra_ops.yamlpos import load_positioned
 
 
 def test_check_command_per_form() -> None:

@@ -1,8 +1,8 @@
-"""Topology checks of the LoRA fields (called from orchestra_ops/checks.py).
+"""Topology checks of the LoRA fields (called from orchestra_ops/config/checks.py).
 
 Each adapter is a served name of its own (the request's `model`, a key of the endpoints file, a
 routing target), so its name must be one nobody else uses. Each declared adapter directory is read
-as vLLM would read it (adapter.py): a problem is `FILE:LINE: models.X.lora_modules.NAME: …` at
+as vLLM would read it (adapter_dir.py): a problem is `FILE:LINE: models.X.lora_modules.NAME: …` at
 `ops plan`, not a server that dies at startup. A directory this machine cannot see is checked only
 when the model runs here: on another host it may live on that host's own disk.
 """
@@ -15,14 +15,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.lora.adapter import DEFAULT_MAX_LORA_RANK, VLLM_MAX_LORA_RANKS, inspect_adapter
-from orchestra_ops.lora.flags import LORA_FLAGS, RUNTIME_ENV
-from orchestra_ops.topology import ModelSpec, Topology
+from orchestra_ops.config.adapter_dir import DEFAULT_MAX_LORA_RANK, VLLM_MAX_LORA_RANKS, inspect_adapter
+from orchestra_ops.config.topology import ModelSpec, Topology
 
 log = logging.getLogger(__name__)
 
 Problem = tuple[tuple[Any, ...], str]
 ADAPTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+RUNTIME_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+# vLLM flags the LoRA fields set; repeating them in engine_args is refused (below)
+LORA_FLAGS: dict[str, str] = {
+    "--enable-lora": "lora_modules or runtime_lora",
+    "--lora-modules": "lora_modules",
+    "--max-lora-rank": "max_lora_rank",
+    "--max-loras": "max_loras",
+}
 
 
 def check_lora(topology: Topology) -> Iterator[Problem]:

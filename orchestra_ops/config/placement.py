@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestra_ops.topology import Topology
+    from orchestra_ops.config.topology import Topology
 
 Problem = tuple[tuple[Any, ...], str]
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9

@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from orchestra_ops.lora.checks import check_lora
-from orchestra_ops.placement import place_cpus, place_gpus
-from orchestra_ops.topology import ENV_NAME, LOCAL_HOSTS, Topology
+from orchestra_ops.config.lora_checks import check_lora
+from orchestra_ops.config.placement import place_cpus, place_gpus
+from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
 Problem = tuple[tuple[Any, ...], str]
 
