@@ -156,7 +156,7 @@ class SharedHttpxTransport:
 
 
 async def _client_run(config: Path, transport: Transport) -> tuple[float, float]:
-    from orchestra_ops.endpoints import read_endpoints
+    from orchestra_ops.fleet.endpoints import read_endpoints
 
     routing = from_model_config(read_endpoints(config), source=str(config), name="bench")
     fleet = Fleet(routing, transport=transport)

@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestra_ops.backends.slurmctl import SlurmCli
 from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fleet.backends.slurmctl import SlurmCli
 from orchestra_ops.runner.rundir import write_run_info
 from orchestra_ops.supervisor import SBATCH_FILE, STOP_FILE
 
@@ -85,7 +85,7 @@ def detach(request: DetachRequest) -> dict[str, Any]:
 
 
 def _start_tmux(request: DetachRequest) -> dict[str, Any]:
-    from orchestra_ops.backends.tmux import TmuxBackend  # libtmux only when detaching to tmux
+    from orchestra_ops.fleet.backends.tmux import TmuxBackend  # libtmux only when detaching to tmux
 
     tmux = TmuxBackend()
     sock = tmux_socket(request.run_dir)

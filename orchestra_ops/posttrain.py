@@ -124,33 +124,33 @@ def _topology_name(options: PosttrainOptions) -> str:
 
 def _bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], None] | None) -> None:
     """`ops up`; a fleet that is up already (a rerun after a time-out without --down) is used as it is."""
-    from orchestra_ops import fleet
     from orchestra_ops.core.paths import state_path
-    from orchestra_ops.state import read_state
+    from orchestra_ops.fleet import lifecycle
+    from orchestra_ops.fleet.state import read_state
 
     if state_path(topology).is_file() and read_state(topology).status == "up":
         if console:
             console(f"fleet '{topology}' is up already; using it")
         return
-    result = fleet.up(options.topology, fleet.UpOptions(replace=False))
+    result = lifecycle.up(options.topology, lifecycle.UpOptions(replace=False))
     if console:
         console(f"fleet '{result.state.name}' is up ({result.endpoints_file})")
 
 
 def _bring_down(topology: str) -> None:
-    from orchestra_ops import fleet
+    from orchestra_ops.fleet import lifecycle
 
     try:
-        fleet.down(topology)
+        lifecycle.down(topology)
     except OpsError as exc:  # the verdict (or the first error) matters more; say it and move on
         log.warning("ops down %s: %s", topology, exc)
 
 
 def _load(name: str, adapter_dir: Path, options: PosttrainOptions, topology: str) -> None:
     """Load the adapter everywhere (all or none); a rerun that finds it loaded from the same dir uses it."""
-    from orchestra_ops.lora.records import read_records
+    from orchestra_ops.fleet.lora_records import read_records
+    from orchestra_ops.fleet.state import read_state
     from orchestra_ops.lora.runtime import load_adapter
-    from orchestra_ops.state import read_state
 
     existing = read_records(read_state(topology)).get(name)
     if existing is not None and Path(existing.path) == adapter_dir:

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.core import procs
 from orchestra_ops.errors import ConfigError, LaunchError
+from orchestra_ops.fleet.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.runner.monitor import LIVE_FILE
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
 from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info, write_run_info

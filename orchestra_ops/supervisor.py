@@ -36,8 +36,8 @@ from typing import Any
 
 import psutil
 
-from orchestra_ops.backends.slurmctl import SlurmCli
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fleet.backends.slurmctl import SlurmCli
 from orchestra_ops.runner.events import EventLog
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info, write_run_info

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from orchestra_ops.config.topology import Topology
-from orchestra_ops.endpoints import Endpoints
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fleet.endpoints import Endpoints
 
 TargetKind = Literal["model", "service", "provider"]
 DEFAULT_REQUEST_TIMEOUT_S = 600.0

@@ -18,7 +18,7 @@ def topology_dir(name: str) -> Path:
 
 
 def state_path(name: str) -> Path:
-    """`.ops/<name>/state.json`: what `ops up` started (written by orchestra_ops.state)."""
+    """`.ops/<name>/state.json`: what `ops up` started (written by orchestra_ops.fleet.state)."""
     return topology_dir(name) / "state.json"
 
 

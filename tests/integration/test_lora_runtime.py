@@ -17,7 +17,7 @@ import yaml
 from orchestra_ops.services.simllm import rules
 from orchestra_ops.services.simllm.lora import adapter_reply
 
-from orchestra_ops.state import FleetState, ProcessRecord, write_state
+from orchestra_ops.fleet.state import FleetState, ProcessRecord, write_state
 from tests.adapters import make_adapter
 from tests.helpers import free_port_block, run_ops
 from tests.simserver import SimServer

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from orchestra_ops.config.loader import load_topology
-from orchestra_ops.plan import plan
+from orchestra_ops.fleet.plan import plan
 
 NASTY = [
     "x; touch {canary}",

@@ -15,7 +15,7 @@ from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.routing import from_model_config
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.errors import ConfigError, StateError
-from orchestra_ops.state import FleetState, write_state
+from orchestra_ops.fleet.state import FleetState, write_state
 
 TOPOLOGY = textwrap.dedent("""\
     name: rt

@@ -5,7 +5,7 @@
           -> up already with some processes dead: restart only those (repair.py), done
           -> refuse if already up -> preflight every node in parallel (ports, commands, ssh reach,
           slurm partition): any problem stops `ops up` before anything starts anywhere
-          -> each node's own vLLM parses every vLLM model's exact argv (vllmcheck.py; a slurm node's job
+          -> each node's own vLLM parses every vLLM model's exact argv (argv_check.py; a slurm node's job
           does it first thing): a refusal is vLLM's message at the topology line, exit 2
           -> build the missing retrieval indexes from their corpora (with progress)
           -> launch every node in parallel; state.json after each (status "up", before waiting, so
@@ -26,25 +26,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestra_ops import vllmcheck
-from orchestra_ops.backends import Backends
-from orchestra_ops.backends.base import LaunchContext, NodeGroup, StopReport
 from orchestra_ops.config.loader import load_topology
-from orchestra_ops.config.topology import Topology
 from orchestra_ops.core import procs
-from orchestra_ops.core.paths import endpoints_path, state_path
-from orchestra_ops.endpoints import Endpoints, read_endpoints, write_endpoints
+from orchestra_ops.core.paths import state_path
 from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
-from orchestra_ops.indexes import BuildProgress, missing_indexes
-from orchestra_ops.indexes import build as build_index
-from orchestra_ops.plan import LaunchPlan, plan
-from orchestra_ops.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
-from orchestra_ops.repair import restart, split_running, survey
-from orchestra_ops.state import FleetState, read_state, resolve_name, write_state
+from orchestra_ops.fleet import argv_check
+from orchestra_ops.fleet.backends import Backends
+from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup, StopReport
+from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints, write_fleet_endpoints
+from orchestra_ops.fleet.indexes import BuildProgress, missing_indexes
+from orchestra_ops.fleet.indexes import build as build_index
+from orchestra_ops.fleet.node_groups import node_groups
+from orchestra_ops.fleet.plan import plan
+from orchestra_ops.fleet.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
+from orchestra_ops.fleet.repair import restart, split_running, survey
+from orchestra_ops.fleet.state import FleetState, read_state, resolve_name, write_state
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DownResult", "Progress", "UpOptions", "UpResult", "down", "node_groups", "stop_fleet", "up"]
+__all__ = ["DownResult", "Progress", "UpOptions", "UpResult", "down", "stop_fleet", "up"]
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,6 @@ class UpResult:
 
 
 WarningCallback = Callable[[str], None]
-
-
-def node_groups(topology: Topology, launch_plan: LaunchPlan, this_machine: str) -> list[NodeGroup]:
-    """The plan's processes by node, in topology order, each node with its backend."""
-    groups = []
-    for name, node in topology.nodes.items():
-        specs = tuple(spec for spec in launch_plan.processes if spec.node == name)
-        if specs:
-            groups.append(NodeGroup(name=name, backend=node.backend(this_machine), node=node, specs=specs))
-    return groups
 
 
 def up(topology_file: str | Path, options: UpOptions | None = None, *,
@@ -111,7 +101,7 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
             return repaired
         _check_not_up(topology.name, opts, warn, backends)
         _preflight(groups, backends, ctx)
-        engines = vllmcheck.check_topology_engines(source, topology, groups, backends, ctx)
+        engines = argv_check.check_topology_engines(source, topology, groups, backends, ctx)
         for check in engines:
             if check.skipped:
                 warn(f"{check.process}: vLLM did not check its command before launch ({check.skipped})")
@@ -121,7 +111,7 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
             name=topology.name, topology_file=str(source), backend=opts.backend or topology.backend, status="up",
             started_at=time.time(), cwd=str(cwd),
             provider_key_envs=sorted({p.api_key_env for p in topology.providers.values() if p.api_key_env}),
-            engine_versions=vllmcheck.versions(engines),
+            engine_versions=argv_check.versions(engines),
         )
         started = time.monotonic()
         state = _launch(groups, backends, ctx, state, opts.stop_timeout_s)
@@ -155,28 +145,6 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
 
 def _save(state: FleetState) -> None:
     write_state(state)
-
-
-def fleet_endpoints(state: FleetState) -> Endpoints | None:
-    """The endpoints of every process, keyed by served name or service name (and each declared LoRA
-    adapter on its base model's replicas, as endpoints_for does); None while a host is unknown."""
-    endpoints: Endpoints = {}
-    for record in state.processes:
-        if record.host is None:
-            return None
-        for key in (record.endpoint_key, *record.adapters):  # a declared adapter: a key on its base's replicas
-            endpoints.setdefault(key, []).append({"ip_addr": record.host, "port": record.port})
-    return endpoints
-
-
-def write_fleet_endpoints(state: FleetState, extra: Path | None = None) -> Path | None:
-    endpoints = fleet_endpoints(state)
-    if endpoints is None:
-        return None
-    out = write_endpoints(endpoints_path(state.name), endpoints)
-    if extra is not None:
-        write_endpoints(extra, endpoints)
-    return out
 
 
 def refresh_hosts(state: FleetState, backends: Backends) -> FleetState:

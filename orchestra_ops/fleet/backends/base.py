@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestra_ops.config.nodes import Node
-from orchestra_ops.plan import ProcessSpec
-from orchestra_ops.state import NodeRecord, ProcessRecord
+from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 
 @dataclass(frozen=True)

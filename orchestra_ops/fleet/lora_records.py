@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.errors import StateError
-from orchestra_ops.state import FleetState, ProcessRecord
+from orchestra_ops.fleet.state import FleetState, ProcessRecord
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import load_positioned
 from orchestra_ops.errors import ConfigError, TopologyError
-from orchestra_ops.plan import LaunchPlan
+from orchestra_ops.fleet.plan import LaunchPlan
 
 INDEX_FILE = "eval.index"
 

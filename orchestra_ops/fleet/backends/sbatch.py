@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestra_ops.config.nodes import SlurmSettings
-from orchestra_ops.vllmcheck import CHECK_SOURCE, LOCATE
+from orchestra_ops.fleet.argv_check import CHECK_SOURCE, LOCATE
 
 EXIT_PREFIX = "ops-job: exited "
 NOT_FOUND_STATUS = 127

@@ -1,6 +1,6 @@
 """Backends that start and stop processes, one node at a time: local, tmux, ssh, slurm.
 
-A node's backend is decided by the topology (topology.Node.backend) and recorded in state.json with
+A node's backend is decided by the topology (config.nodes.Node.backend) and recorded in state.json with
 each node and process, so every later command finds the backend that owns them. Adding a backend is
 one module with a class that implements `base.Backend` and one line in BACKENDS.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 from types import TracebackType
 
-from orchestra_ops.backends.base import Backend
 from orchestra_ops.errors import StateError
+from orchestra_ops.fleet.backends.base import Backend
 
-# name -> "module:class" under orchestra_ops.backends, imported on first use
+# name -> "module:class" under orchestra_ops.fleet.backends, imported on first use
 BACKENDS: dict[str, str] = {
     "local": "local:LocalBackend",
     "tmux": "tmux:TmuxBackend",
@@ -33,7 +33,7 @@ class Backends:
             if name not in BACKENDS:
                 raise StateError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
             module_name, cls = BACKENDS[name].split(":")
-            module = importlib.import_module(f"orchestra_ops.backends.{module_name}")
+            module = importlib.import_module(f"orchestra_ops.fleet.backends.{module_name}")
             self._instances[name] = getattr(module, cls)()
         return self._instances[name]
 

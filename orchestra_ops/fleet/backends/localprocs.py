@@ -18,12 +18,12 @@ from typing import Any
 
 import psutil
 
-from orchestra_ops.backends.base import NodeGroup, ProcessView, StopReport
 from orchestra_ops.core import procs
 from orchestra_ops.core.logtail import follow, tail
 from orchestra_ops.core.logtail import settle as settle_log
-from orchestra_ops.plan import ProcessSpec
-from orchestra_ops.state import NodeRecord, ProcessRecord
+from orchestra_ops.fleet.backends.base import NodeGroup, ProcessView, StopReport
+from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
 

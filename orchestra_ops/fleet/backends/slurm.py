@@ -24,16 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
-from orchestra_ops.backends.localprocs import LocalLogs, absolute_log, open_log, read_new, resolve_argv
-from orchestra_ops.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch
-from orchestra_ops.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.core.logtail import tail
 from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.errors import LaunchError
-from orchestra_ops.state import NodeRecord, ProcessRecord
-from orchestra_ops.vllmcheck import check_argv
+from orchestra_ops.fleet.argv_check import check_argv
+from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
+from orchestra_ops.fleet.backends.localprocs import LocalLogs, absolute_log, open_log, read_new, resolve_argv
+from orchestra_ops.fleet.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch
+from orchestra_ops.fleet.backends.slurmctl import JobInfo, SlurmCli
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TypedDict
 
 from orchestra_ops.core.fsutil import atomic_write_text, read_json
+from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import ConfigError, LaunchError
-from orchestra_ops.plan import LaunchPlan
+from orchestra_ops.fleet.plan import LaunchPlan
+from orchestra_ops.fleet.state import FleetState
 
 
 class Endpoint(TypedDict):
@@ -74,3 +76,25 @@ def read_endpoints(path: str | Path) -> Endpoints:
             entries.append({"ip_addr": str(item["ip_addr"]), "port": port})
         endpoints[str(key)] = entries
     return endpoints
+
+
+def fleet_endpoints(state: FleetState) -> Endpoints | None:
+    """The endpoints of every process, keyed by served name or service name (and each declared LoRA
+    adapter on its base model's replicas, as endpoints_for does); None while a host is unknown."""
+    endpoints: Endpoints = {}
+    for record in state.processes:
+        if record.host is None:
+            return None
+        for key in (record.endpoint_key, *record.adapters):  # a declared adapter: a key on its base's replicas
+            endpoints.setdefault(key, []).append({"ip_addr": record.host, "port": record.port})
+    return endpoints
+
+
+def write_fleet_endpoints(state: FleetState, extra: Path | None = None) -> Path | None:
+    endpoints = fleet_endpoints(state)
+    if endpoints is None:
+        return None
+    out = write_endpoints(endpoints_path(state.name), endpoints)
+    if extra is not None:
+        write_endpoints(extra, endpoints)
+    return out

@@ -27,13 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestra_ops import vllmcheck_cache
-from orchestra_ops.backends import Backends
-from orchestra_ops.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import PositionedYaml, load_positioned
 from orchestra_ops.errors import TopologyError
-from orchestra_ops.plan import ProcessSpec
+from orchestra_ops.fleet import argv_check_cache
+from orchestra_ops.fleet.backends import Backends
+from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
+from orchestra_ops.fleet.node_groups import node_groups
+from orchestra_ops.fleet.plan import ProcessSpec
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +152,11 @@ def parse_answer(code: int, stdout: str, stderr: str) -> tuple[bool, str | None,
 
 def run_here(cwd: Path) -> Runner:
     """Run checks on this machine, in `cwd`, with the replica's environment over ours; a command this
-    vLLM accepted before is not asked again (vllmcheck_cache.py)."""
+    vLLM accepted before is not asked again (argv_check_cache.py)."""
 
     def run(item: CheckRun) -> tuple[int, str, str]:
-        key = vllmcheck_cache.cache_key(item.spec.argv, item.spec.env, cwd)
-        version = vllmcheck_cache.accepted(key) if key else None
+        key = argv_check_cache.cache_key(item.spec.argv, item.spec.env, cwd)
+        version = argv_check_cache.accepted(key) if key else None
         if version is not None:
             return 0, MARKER + json.dumps({"ok": True, "version": version, "error": None, "cached": True}), ""
         env = {**os.environ, **item.spec.env}
@@ -168,7 +169,7 @@ def run_here(cwd: Path) -> Runner:
             return 127, "", str(exc)
         ok, version, _ = parse_answer(done.returncode, done.stdout, done.stderr)
         if ok and version and key:
-            vllmcheck_cache.remember(key, version)
+            argv_check_cache.remember(key, version)
         return done.returncode, done.stdout, done.stderr
 
     return run
@@ -258,7 +259,7 @@ def check_groups(groups: Sequence[NodeGroup], backends: Backends, ctx: LaunchCon
 
 
 def _over_ssh(group: NodeGroup, backends: Backends, ctx: LaunchContext) -> Runner:
-    from orchestra_ops.backends.ssh import SshBackend  # fabric and paramiko only where a node is remote
+    from orchestra_ops.fleet.backends.ssh import SshBackend  # fabric and paramiko only where a node is remote
 
     backend = backends.get("ssh")
     assert isinstance(backend, SshBackend)
@@ -282,8 +283,7 @@ def check_topology_engines(source: Path, topology: Topology, groups: Sequence[No
 def check_file(topology_file: str | Path, backend: str | None = None) -> list[VllmCheck]:
     """`ops plan --check`: the checks `ops up` runs before launching, without launching anything."""
     from orchestra_ops.config.loader import load_topology
-    from orchestra_ops.fleet import node_groups
-    from orchestra_ops.plan import plan
+    from orchestra_ops.fleet.plan import plan
 
     source = Path(topology_file).resolve()
     topology = load_topology(source)

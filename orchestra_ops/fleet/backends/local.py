@@ -13,8 +13,10 @@ import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 
-from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, NodeView, StopReport
-from orchestra_ops.backends.localprocs import (
+from orchestra_ops.core import procs
+from orchestra_ops.errors import LaunchError
+from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, StopReport
+from orchestra_ops.fleet.backends.localprocs import (
     LocalLogs,
     absolute_log,
     alive_here,
@@ -26,10 +28,8 @@ from orchestra_ops.backends.localprocs import (
     stop_records,
     view_here,
 )
-from orchestra_ops.core import procs
-from orchestra_ops.errors import LaunchError
-from orchestra_ops.plan import ProcessSpec
-from orchestra_ops.state import NodeRecord, ProcessRecord
+from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
 _RLIMIT_LOCK = threading.Lock()  # the soft limit is per process: one launch at a time sets it

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from orchestra_ops.backends import Backends
-from orchestra_ops.backends.base import NodeView
 from orchestra_ops.core.logtail import is_fatal
 from orchestra_ops.errors import OpsError, ReadinessError
-from orchestra_ops.health import Probe, State, Target, probe
-from orchestra_ops.state import FleetState, NodeRecord, ProcessRecord
+from orchestra_ops.fleet.backends import Backends
+from orchestra_ops.fleet.backends.base import NodeView
+from orchestra_ops.fleet.probes import Probe, State, Target, probe
+from orchestra_ops.fleet.state import FleetState, NodeRecord, ProcessRecord
 
 POLL_S = 0.1  # between readiness rounds (backends throttle their own costly polls)
 TAIL_LINES = 20

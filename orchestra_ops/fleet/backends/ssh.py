@@ -20,14 +20,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.backends import ssh_agent
-from orchestra_ops.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
-from orchestra_ops.backends.sshconn import SshError, SshPool, SshTarget
-from orchestra_ops.backends.tmux import session_name, window_script
 from orchestra_ops.config.nodes import SshSettings
 from orchestra_ops.errors import LaunchError
-from orchestra_ops.plan import ProcessSpec
-from orchestra_ops.state import NodeRecord, ProcessRecord
+from orchestra_ops.fleet.backends import ssh_agent
+from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
+from orchestra_ops.fleet.backends.sshconn import SshError, SshPool, SshTarget
+from orchestra_ops.fleet.backends.tmux import session_name, window_script
+from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 POLL_S = 0.5  # at most one liveness/log round trip per node this often while waiting
 AGENT_SOURCE = Path(ssh_agent.__file__).read_text(encoding="utf-8")

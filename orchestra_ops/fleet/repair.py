@@ -20,17 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from orchestra_ops.backends import Backends
-from orchestra_ops.backends.base import LaunchContext, NodeGroup
-from orchestra_ops.backends.localprocs import check_here, stop_records
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.core.paths import endpoints_path
-from orchestra_ops.endpoints import write_endpoints
 from orchestra_ops.errors import LaunchError
-from orchestra_ops.health import State, probe_all
-from orchestra_ops.plan import ProcessSpec, plan
-from orchestra_ops.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
-from orchestra_ops.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
+from orchestra_ops.fleet.backends import Backends
+from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
+from orchestra_ops.fleet.backends.localprocs import check_here, stop_records
+from orchestra_ops.fleet.endpoints import fleet_endpoints, write_endpoints
+from orchestra_ops.fleet.plan import ProcessSpec, plan
+from orchestra_ops.fleet.probes import State, probe_all
+from orchestra_ops.fleet.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
+from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
 
 REPAIRABLE = ("local", "tmux")  # backends whose processes are psutil-visible here, one by one
 
@@ -139,7 +139,5 @@ def _check_repairable(state: FleetState, record: ProcessRecord, spec: ProcessSpe
 
 
 def _endpoints(state: FleetState) -> Path | None:
-    from orchestra_ops.fleet import fleet_endpoints  # fleet imports this module
-
     endpoints = fleet_endpoints(state)
     return None if endpoints is None else write_endpoints(endpoints_path(state.name), endpoints)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.backends import Backends
-from orchestra_ops.backends.base import NodeView, ProcessView
 from orchestra_ops.errors import StateError
-from orchestra_ops.fleet import write_fleet_endpoints
-from orchestra_ops.health import DEFAULT_PROBE_TIMEOUT_S, Probe, probe_all
-from orchestra_ops.readiness import poll_nodes, target_of
-from orchestra_ops.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
+from orchestra_ops.fleet.backends import Backends
+from orchestra_ops.fleet.backends.base import NodeView, ProcessView
+from orchestra_ops.fleet.endpoints import write_fleet_endpoints
+from orchestra_ops.fleet.probes import DEFAULT_PROBE_TIMEOUT_S, Probe, probe_all
+from orchestra_ops.fleet.readiness import poll_nodes, target_of
+from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
 
 # Variables that send requests to an external provider (keys or base URLs). Only names are reported.
 PROVIDER_ENV_VARS: tuple[str, ...] = (
