@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.errors import ConfigError, EvalError
-from orchestra_ops.tracking.view import RunView, run_view
+from orchestra_ops.export.run_view import RunView, run_view
 
 log = logging.getLogger(__name__)
 

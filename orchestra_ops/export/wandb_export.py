@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.tracking.view import run_view
+from orchestra_ops.export.run_view import run_view
 
 DEFAULT_PROJECT = "orchestra-ops"
 

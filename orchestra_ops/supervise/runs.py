@@ -30,7 +30,7 @@ from orchestra_ops.fleet.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.runner.monitor import LIVE_FILE
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
 from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info, write_run_info
-from orchestra_ops.supervisor import request_stop
+from orchestra_ops.supervise.supervisor import request_stop
 
 ACTIVE = frozenset({"starting", "running", "stalled", "restarting"})
 DONE = frozenset({"stopped", "crashed", "finished"})

@@ -27,7 +27,7 @@ from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.backends.slurmctl import SlurmCli
 from orchestra_ops.runner.rundir import write_run_info
-from orchestra_ops.supervisor import SBATCH_FILE, STOP_FILE
+from orchestra_ops.supervise.supervisor import SBATCH_FILE, STOP_FILE
 
 TMUX_SESSION = "run"
 SIGNAL_LEAD_S = 300
@@ -64,7 +64,7 @@ def tmux_socket(run_dir: Path) -> str:
 
 def detach(request: DetachRequest) -> dict[str, Any]:
     """Start the supervisor; the `supervisor` entry written to run.json (where it runs)."""
-    from orchestra_ops.runs import ACTIVE, run_row
+    from orchestra_ops.supervise.runs import ACTIVE, run_row
 
     request.run_dir.mkdir(parents=True, exist_ok=True)
     current = run_row(request.run_dir)
