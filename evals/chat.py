@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample

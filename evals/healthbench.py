@@ -48,7 +48,7 @@ from orchestra_ops.evals.healthbench_scoring import (
     score_table,
 )
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id

@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestra_ops.evals.healthbench_data import rubric_item_text
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.runner.suite import TaskContext
 from orchestra_ops.runner.templates import Template
 

@@ -28,7 +28,7 @@ from orchestra_ops.evals.tau2.loop import LoopSettings, Simulation, now, simulat
 from orchestra_ops.evals.tau2.reward import NORMAL_ENDINGS, evaluate
 from orchestra_ops.evals.tau2.tasks import DomainData, domain_dir, load_domain_data, render_scenario, reward_basis
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample

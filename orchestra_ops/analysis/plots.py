@@ -19,7 +19,7 @@ from orchestra_ops.errors import OpsError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from orchestra_ops.analysis.analyze import Metric
+    from orchestra_ops.analysis.outcome import Metric
 
 PLOT_DIR = "plots"
 DPI = 100

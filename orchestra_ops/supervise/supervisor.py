@@ -38,8 +38,8 @@ import psutil
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.backends.slurmctl import SlurmCli
-from orchestra_ops.runner.events import EventLog
 from orchestra_ops.runner.results import ResultsStore
+from orchestra_ops.runner.run_events import EventLog
 from orchestra_ops.runner.rundir import read_run_info, write_run_info
 from orchestra_ops.runner.tee import TeeLog
 

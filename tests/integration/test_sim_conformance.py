@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.chat import ChatResult, ModelClient
-from orchestra_ops.client.errors import CallError
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica as PoolReplica
 from orchestra_ops.client.retry import RetryPolicy

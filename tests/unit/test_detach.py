@@ -12,10 +12,10 @@ import pytest
 from orchestra_ops.client.callctx import current_role, current_task
 from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.errors import ConfigError, TopologyError
-from orchestra_ops.runner.events import EventLog, read_events
 from orchestra_ops.runner.inflight import InFlight
 from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.progress import Progress
+from orchestra_ops.runner.run_events import EventLog, read_events
 from orchestra_ops.supervise.detach import (
     DetachRequest,
     eval_slurm_settings,

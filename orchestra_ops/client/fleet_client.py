@@ -1,4 +1,4 @@
-"""Fleet: the clients of one run, one ModelClient (and ReplicaPool) per target it calls."""
+"""FleetClient: the clients of one run, one ModelClient (and ReplicaPool) per target it calls."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
-from orchestra_ops.client.errors import TransportError
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 DEFAULT_REPLICA_CAP = 256
 
 
-class Fleet:
+class FleetClient:
     def __init__(self, routing: Routing, *, retry: RetryPolicy | None = None,
                  request_timeout_s: float | None = None, replica_cap: int = DEFAULT_REPLICA_CAP,
                  unavailable_wait_s: float = 60.0, transport: Transport | None = None,

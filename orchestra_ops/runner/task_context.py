@@ -1,6 +1,6 @@
 """The task context a suite gets for one unit of work: every call goes through the engine.
 
-Model calls are routed by the Fleet (bounded, retried, profiled with this unit's id); retrieval,
+Model calls are routed by the FleetClient (bounded, retried, profiled with this unit's id); retrieval,
 code execution and token counting go through the run's Toolbox (bounded retries, the sandbox's
 worker bound, the model's own tokenizer); tool events a suite records go to profile.jsonl.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestra_ops.client.chat import ChatResult, Message
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retrieval import RetrievalResult, RetrievalSettings
 from orchestra_ops.client.tokenizer import Tokenizer
 from orchestra_ops.runner.profile import Event, ToolEvent
@@ -23,7 +23,7 @@ from orchestra_ops.sandbox import ExecResult, SandboxPolicy
 class RunContext:
     """What `Suite.run` may call for the unit `task_id` (see runner/suite.py TaskContext)."""
 
-    def __init__(self, fleet: Fleet, task_id: TaskId, on_event: Callable[[Event], None] | None = None,
+    def __init__(self, fleet: FleetClient, task_id: TaskId, on_event: Callable[[Event], None] | None = None,
                  previous: dict[str, Any] | None = None, toolbox: Toolbox | None = None) -> None:
         self.fleet = fleet
         self.task_id = task_id
