@@ -2,7 +2,7 @@
 
     [--up: ops up TOPOLOGY]
     -> load the adapter into every replica of the base model (lora/runtime.py: checked first, all or none)
-    -> the opencompass suite (evals/multi_opencompass.py) over --datasets, base and adapter side by side,
+    -> the opencompass suite (evals/opencompass/multi.py) over --datasets, base and adapter side by side,
        one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
     -> unload the adapter
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
@@ -80,7 +80,7 @@ def verdict(difference: float, ci95: Sequence[float] | None, max_drop: float) ->
 
 def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run it all (see the module doc); return what posttrain.json holds. `console` gets the run's log lines."""
-    from orchestra_ops.evals.multi_opencompass import parse_datasets
+    from orchestra_ops.evals.opencompass.multi import parse_datasets
 
     started = time.monotonic()
     name, adapter_dir = parse_adapter(options.adapter)

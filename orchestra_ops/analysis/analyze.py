@@ -29,10 +29,10 @@ from orchestra_ops.analysis.latency import (
 from orchestra_ops.analysis.outcome import Analysis, Metric
 from orchestra_ops.analysis.profile_events import ModelCall
 from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
-from orchestra_ops.analysis.stats import summarize
 from orchestra_ops.analysis.task_scores import task_scores
 from orchestra_ops.analysis.timeline import busy_seconds, timeline
 from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.stats import summarize
 
 log = logging.getLogger(__name__)
 

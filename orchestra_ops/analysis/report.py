@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestra_ops.analysis.stats import PERCENTILES
 from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.stats import PERCENTILES
 from orchestra_ops.runner.manifest import manifest_of
 
 if TYPE_CHECKING:

@@ -1,3 +1,3 @@
 """What every wing stands on: the state folder (paths), safe file writes (fsutil), secret redaction
-(redact), processes and ports (procs) and reading process logs (logtail). Imports nothing of orchestra_ops
-but errors.py."""
+(redact), processes and ports (procs), reading process logs (logtail) and the summary statistics of
+latencies (stats). Imports nothing of orchestra_ops but errors.py."""

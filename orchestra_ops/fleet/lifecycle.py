@@ -30,7 +30,7 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.core import procs
 from orchestra_ops.core.paths import state_path
 from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
-from orchestra_ops.fleet import argv_check
+from orchestra_ops.fleet import argv_check, argv_check_nodes
 from orchestra_ops.fleet.backends import Backends
 from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup, StopReport
 from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints, write_fleet_endpoints
@@ -101,7 +101,7 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
             return repaired
         _check_not_up(topology.name, opts, warn, backends)
         _preflight(groups, backends, ctx)
-        engines = argv_check.check_topology_engines(source, topology, groups, backends, ctx)
+        engines = argv_check_nodes.check_topology_engines(source, topology, groups, backends, ctx)
         for check in engines:
             if check.skipped:
                 warn(f"{check.process}: vLLM did not check its command before launch ({check.skipped})")

@@ -18,7 +18,7 @@ from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.lock import RunDirLock
 from orchestra_ops.runner.manifest import check_dataset_unchanged
 from orchestra_ops.runner.results import ResultsStore
-from orchestra_ops.runner.rundir import default_run_dir, read_run_info
+from orchestra_ops.runner.rundir import default_run_dir, read_run_info, recorded_dataset
 from orchestra_ops.runner.suite import Suite, SuiteOption
 from orchestra_ops.runner.templates import Template, load_templates
 
@@ -135,6 +135,8 @@ def prepare(options: EvalOptions) -> PreparedRun:
     suite_view = {**suite_options, "model": models[0] if models else None, "models": list(models),
                   "templates": templates, "run_dir": str(run_dir), "exec_unsafe": options.exec_unsafe}
     names = suite.prepare(routing, suite_view)
+    if info.get("dataset"):
+        info["dataset"] = recorded_dataset(str(info["dataset"]))  # a bundled set recorded before it moved
     dataset = options.dataset or info.get("dataset") or suite.default_dataset
     if not dataset:
         raise ConfigError(f"the {suite.name} suite needs --dataset PATH (a JSONL file of {{\"id\", …}} lines)")

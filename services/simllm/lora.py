@@ -26,7 +26,7 @@ Rules (tests import these to know what the sim does):
   ``root`` = the path as given, ``parent`` = ``base_model_name`` when it is the served name, else
   the served name, ``max_model_len`` null.
 * A chat request whose ``model`` is an adapter is answered as that adapter: the benchmark rules
-  (benchmark_rules.py) take the request's model as the persona, and an expert answer's token ``T``
+  (opencompass_rules.py) take the request's model as the persona, and an expert answer's token ``T``
   becomes ``answer_token(NAME + "\\n" + T)`` (``adapter_reply``). Any other name is vLLM's 404.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from orchestra_ops.services.simllm import rules, wire
+from orchestra_ops.services.simllm import replies, wire
 from orchestra_ops.services.simllm.config import SimConfig
 
 from orchestra_ops.config.adapter_dir import inspect_adapter
@@ -136,12 +136,12 @@ class AdapterTable:
         return [wire.model_card(a.name, a.path, a.parent, None, created) for a in self.adapters.values()]
 
 
-def adapter_reply(reply: rules.Reply, adapter: str) -> rules.Reply:
+def adapter_reply(reply: replies.Reply, adapter: str) -> replies.Reply:
     """An adapter's expert answer: each answer token T in the text becomes answer_token(adapter + "\\n" + T)."""
-    if reply.role != rules.EXPERT or not reply.content:
+    if reply.role != replies.EXPERT or not reply.content:
         return reply
-    text = rules.TOKEN_RE.sub(lambda m: rules.answer_token(f"{adapter}\n{m.group(0)}"), reply.content)
-    return rules.Reply(reply.role, text, reply.tool_calls, reply.judge)
+    text = replies.TOKEN_RE.sub(lambda m: replies.answer_token(f"{adapter}\n{m.group(0)}"), reply.content)
+    return replies.Reply(reply.role, text, reply.tool_calls, reply.judge)
 
 
 _ERROR_TYPES = {400: "InvalidUserInput", 404: "NotFoundError", 500: "InternalServerError"}

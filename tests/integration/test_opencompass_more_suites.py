@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestra_ops.services.simllm import benchmark_more as bm
-from orchestra_ops.services.simllm import benchmark_synthetic as syn
+from orchestra_ops.services.simllm import opencompass_more_rules as bm
+from orchestra_ops.services.simllm import opencompass_synthetic as syn
 
 from tests.adapters import make_adapter
 from tests.helpers import run_ops

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestra_ops.services.simllm import benchmark_rules as br
+from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
 from tests.helpers import run_ops

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from orchestra_ops.services.simllm import benchmark_rules as br
+from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
 from tests.helpers import REPO, free_port_block, run_ops
@@ -28,7 +28,7 @@ BASE = "sim/base"  # skill 88 in the sim's rules
 CLOSE = "lora-b"  # skill 79: a little worse than base, within the interval -> pass
 POOR = "ckpt-100"  # skill 31: far worse -> block
 Z = 1.959963984540054
-DATA = REPO / "evals" / "data"
+DATA = REPO / "evals" / "opencompass" / "data"
 
 
 class Harness:

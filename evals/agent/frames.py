@@ -19,9 +19,9 @@ class FramesSuite(AgentSuite):
 
     name = "frames"
     protocol = FRAMES
-    default_dataset = packaged("data/frames_synthetic.jsonl")
+    default_dataset = packaged("agent/data/frames_synthetic.jsonl")
     options = agent_options(FRAMES)
-    template_files = packaged_templates({"orchestrator": "templates/frames_orchestrator.txt",
-                                         "query_writer": "templates/frames_query_writer.txt",
-                                         "answerer": "templates/frames_answerer.txt"})
+    template_files = packaged_templates({"orchestrator": "agent/templates/frames_orchestrator.txt",
+                                         "query_writer": "agent/templates/frames_query_writer.txt",
+                                         "answerer": "agent/templates/frames_answerer.txt"})
     template_fields = TEMPLATE_FIELDS

@@ -37,9 +37,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from orchestra_ops.evals.healthbench_data import check_responses, load_examples, load_responses, render_conversation
-from orchestra_ops.evals.healthbench_grading import GRADER_ERROR, ItemGrade, JudgeSettings, grade_item, grader_prompt
-from orchestra_ops.evals.healthbench_scoring import (
+from orchestra_ops.evals.healthbench.dataset import (
+    check_responses,
+    load_examples,
+    load_responses,
+    render_conversation,
+)
+from orchestra_ops.evals.healthbench.grading import GRADER_ERROR, ItemGrade, JudgeSettings, grade_item, grader_prompt
+from orchestra_ops.evals.healthbench.scoring import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     aggregate,
@@ -66,9 +71,10 @@ class HealthBenchSuite(BaseSuite):
     """Grade responses against HealthBench rubrics: one judge call per rubric item, scores as the reference."""
 
     name = "healthbench"
-    default_dataset = packaged("data/healthbench_synthetic.jsonl")
+    default_dataset = packaged("healthbench/data/healthbench_synthetic.jsonl")
     calls_per_task = 8  # one candidate call and up to 3 judge attempts in a row, plus waiting for the judge's cap
-    template_files: Mapping[str, str] = MappingProxyType({"grader": packaged("templates/healthbench_grader.txt")})
+    template_files: Mapping[str, str] = MappingProxyType(
+        {"grader": packaged("healthbench/templates/healthbench_grader.txt")})
     template_fields: Mapping[str, tuple[str, ...]] = MappingProxyType({"grader": ("conversation", "rubric_item")})
     summary_fields = ("overall_score", "grader_errors")
     options = (

@@ -1,6 +1,6 @@
 """Synthetic datasets in the file layouts OpenCompass's loaders read, with the sim's truths as gold answers.
 
-Our own made-up items (never real benchmark data): the bundled sets under evals/data/ are written by
+Our own made-up items (never real benchmark data): the bundled sets under evals/opencompass/data/ are written by
 `scripts/make_oc_synthetic.py` from these functions, and tests write their own with chosen questions.
 Every gold answer is benchmark_more's truth for that question, so a persona's score is known exactly.
 """
@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestra_ops.services.simllm import benchmark_more as bm
+from orchestra_ops.services.simllm import opencompass_more_rules as bm
 
 BBH_FREE_FORM_ASKS = {  # what a free-form subset's synthetic question asks (its answer kind)
     "navigate": "yes or no", "sports_understanding": "yes or no", "causal_judgement": "yes or no",

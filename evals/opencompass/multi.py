@@ -43,7 +43,7 @@ from orchestra_ops.runner.templates import Template, packaged
 from orchestra_ops.runner.toolbox import Toolbox
 
 SEPARATOR = ":"
-DATA_ROOT = packaged("data")
+DATA_ROOT = packaged("opencompass/data")
 SHARED = ("temperature", "reasoning", "sample", "seed", "max_tokens")  # passed on to members that declare them
 COUNTERS = ("correct", "n", "failed", "missing")
 

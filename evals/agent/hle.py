@@ -21,12 +21,12 @@ class HleSuite(AgentSuite):
 
     name = "hle"
     protocol = HLE
-    default_dataset = packaged("data/hle_synthetic.jsonl")
+    default_dataset = packaged("agent/data/hle_synthetic.jsonl")
     options = (*agent_options(HLE),
                SuiteOption("include_images", "--include-images", "flag",
                            "Keep questions that carry an image (their text alone is sent, as the original)."))
-    template_files = packaged_templates({"orchestrator": "templates/hle_orchestrator.txt",
-                                         "query_writer": "templates/hle_query_writer.txt",
-                                         "answerer": "templates/hle_answerer.txt",
-                                         "cais_judge": "templates/hle_cais_judge.txt"})
+    template_files = packaged_templates({"orchestrator": "agent/templates/hle_orchestrator.txt",
+                                         "query_writer": "agent/templates/hle_query_writer.txt",
+                                         "answerer": "agent/templates/hle_answerer.txt",
+                                         "cais_judge": "agent/templates/hle_cais_judge.txt"})
     template_fields = TEMPLATE_FIELDS

@@ -1,5 +1,5 @@
 r"""What the simulated engine answers to gsm8k- and mmlu-shaped prompts: pure functions of strings.
-(humaneval, bbh, hellaswag, ARC and cmmlu prompts: benchmark_more.py, the same persona scheme.)
+(humaneval, bbh, hellaswag, ARC and cmmlu prompts: opencompass_more_rules.py, the same persona scheme.)
 
 Tests import these to know every reply, and so, through OpenCompass's extraction, the exact
 accuracy of each model. *The persona* is the request's ``model`` (the sim fills in its served name
@@ -37,22 +37,18 @@ What the persona believes and whether it is right:
 
 from __future__ import annotations
 
-import hashlib
+from orchestra_ops.services.simllm import opencompass_more_rules
+from orchestra_ops.services.simllm.personas import LETTERS, h, skill
 
 GSM8K = "benchmark_gsm8k"
 MMLU = "benchmark_mmlu"
 MORE_ROLES = ("benchmark_humaneval", "benchmark_bbh", "benchmark_hellaswag", "benchmark_arc", "benchmark_cmmlu")
-ROLES = (GSM8K, MMLU, *MORE_ROLES)  # the last five: benchmark_more.py
-LETTERS = "ABCD"
+ROLES = (GSM8K, MMLU, *MORE_ROLES)  # the last five: opencompass_more_rules.py
 ZERO_SHOT = "0shot"
 FIVE_SHOT = "5shot"
 
 _REASONING = "Let me set out what the problem gives and combine the quantities step by step."
 _MMLU_REASONING = "Let me weigh each option against what the question asks and rule out those that do not fit."
-
-
-def h(text: str) -> int:
-    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
 def _option_block(lines: list[str]) -> tuple[int, str] | None:
@@ -67,9 +63,7 @@ def _option_block(lines: list[str]) -> tuple[int, str] | None:
 
 def kind(text: str) -> str | None:
     """GSM8K, MMLU, one of benchmark_more's kinds, or None for the text of a request's last user message."""
-    from orchestra_ops.services.simllm import benchmark_more
-
-    more = benchmark_more.kind(text)
+    more = opencompass_more_rules.kind(text)
     if more is not None:
         return more
     lines = text.rstrip().splitlines()
@@ -112,10 +106,6 @@ def gsm8k_truth(question: str) -> int:
 
 def mmlu_truth(question: str) -> str:
     return LETTERS[h("mmlu|" + question) % 4]
-
-
-def skill(model: str) -> int:
-    return 30 + h("skill|" + model) % 60
 
 
 def is_right(dataset: str, model: str, question: str) -> bool:
@@ -176,9 +166,7 @@ def mmlu_reply(model: str, question: str, variant: str = ZERO_SHOT) -> str:
 def answer_text(role: str, model: str, text: str) -> str:
     """The reply of persona `model` to a benchmark prompt whose last user message is `text`."""
     if role in MORE_ROLES:
-        from orchestra_ops.services.simllm import benchmark_more
-
-        return benchmark_more.answer_text(role, model, text)
+        return opencompass_more_rules.answer_text(role, model, text)
     if role == MMLU:
         question, variant = mmlu_question(text)
         return mmlu_reply(model, question, variant)

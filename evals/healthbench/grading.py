@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestra_ops.evals.healthbench_data import rubric_item_text
+from orchestra_ops.evals.healthbench.dataset import rubric_item_text
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.runner.suite import TaskContext

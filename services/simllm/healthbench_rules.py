@@ -30,7 +30,7 @@ import json
 import re
 from typing import Any
 
-from orchestra_ops.services.simllm.rules import token_is_right
+from orchestra_ops.services.simllm.replies import token_is_right
 
 MET_PERCENT_RIGHT = 70
 MET_PERCENT_WRONG = 30

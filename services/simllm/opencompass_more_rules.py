@@ -1,6 +1,6 @@
 r"""What the simulated engine answers to humaneval-, bbh-, hellaswag-, ARC- and cmmlu-shaped prompts.
 
-The persona scheme of benchmark_rules.py, extended (pure functions; tests import them): the persona is the
+The persona scheme of opencompass_rules.py, extended (pure functions; tests import them): the persona is the
 request's ``model``; ``skill(model)`` and ``h`` are benchmark_rules'; a persona is right on ``q`` iff
 ``h(f"right|{dataset}|{model}|{q}") % 100 < skill(model)`` and writes its answer in
 ``style = h(f"style|{dataset}|{model}|{q}") % 10``. The prompt is the text of the last ``user`` message.
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 
-from orchestra_ops.services.simllm.benchmark_rules import LETTERS, h, skill
+from orchestra_ops.services.simllm.personas import LETTERS, h, skill
 
 HUMANEVAL = "benchmark_humaneval"
 BBH = "benchmark_bbh"
