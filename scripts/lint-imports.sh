@@ -15,4 +15,4 @@ cp -r "$repo/services" "$stage/orchestra_ops/services"
 find "$stage" -name __pycache__ -prune -exec rm -rf {} +
 cd "$stage"
 PYTHONPATH="$stage" "$python" -c "import orchestra_ops.evals, sys; sys.exit(0 if orchestra_ops.evals.__file__.startswith('$stage') else 'the staged copy is not the one imported')"
-PYTHONPATH="$stage" "$python" -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())" --config "$repo/pyproject.toml" --no-cache
+PYTHONPATH="$stage" "$python" -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())" "$repo/pyproject.toml" --no-cache
