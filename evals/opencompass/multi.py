@@ -49,10 +49,12 @@ COUNTERS = ("correct", "n", "failed", "missing")
 
 
 def opencompass_suites() -> list[str]:
-    """Every registered suite that OpenCompass scores (registry entries under `opencompass.`)."""
+    """Every registered suite that OpenCompass scores (registry entries under `opencompass.`, this one aside)."""
     from orchestra_ops.evals.registry import SUITES
 
-    return [name for name, where in SUITES.items() if where.startswith("opencompass.")]
+    this_module = __name__.removeprefix("orchestra_ops.evals.")
+    return [name for name, where in SUITES.items()
+            if where.startswith("opencompass.") and where.split(":")[0] != this_module]
 
 
 def load_member(name: str) -> OpenCompassSuite:
