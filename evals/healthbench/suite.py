@@ -12,7 +12,7 @@ also takes at most 256 calls at once (the client pool's cap), so a judge cap abo
 judge with more than one replica (or a provider with a higher `max_concurrency`).
 
 Judge settings default to the reference's (system message, temperature 0.5, 2,048 max tokens) and
-each has a flag. Parsing and re-asks: healthbench_grading.py. Scores: healthbench_scoring.py.
+each has a flag. Parsing and re-asks: grading.py. Scores: scoring.py.
 
 Records (results.jsonl, one line per example): `prompt_id`, `overall_score`, `rubric_items` (in
 dataset order: `criterion`, `points`, `tags`, `criteria_met`, `explanation`, `attempts` = judge

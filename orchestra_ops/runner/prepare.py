@@ -50,7 +50,7 @@ class EvalOptions:
     cache_sampled: bool = False  # --cache-sampled: cache requests with temperature > 0 too
     wall_timeout_s: float | None = None  # stop starting units after this long; in-flight ones are abandoned
     stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
-    notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
+    notify: str | None = None  # a command fed each run event as JSON on stdin (runner/run_events.py)
     supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
 
 

@@ -1,7 +1,7 @@
 """`ops posttrain` over a real simulated fleet (`ops up`, runtime LoRA): exact scores, pass and block,
 the time limit and the resume after it, bad input, and the same call from Python.
 
-The expected numbers are computed here from the sim's rules (benchmark_rules) and OpenCompass's
+The expected numbers are computed here from the sim's rules (opencompass_rules) and OpenCompass's
 extraction as the reference states it (test_opencompass_suites's helpers), and the interval and the
 verdict from their definitions, so a gate that scores, pairs or decides differently fails.
 """
