@@ -1,8 +1,10 @@
 """ResponseCache: answered chat requests kept in SQLite, so the same request is never paid twice.
 
 Key: sha256 of the request body as it is sent (served model name, messages, tools and every
-sampling parameter, the target's request defaults included), serialised as sorted JSON. Value: the
-server's chat-completion body. A request is cacheable when its temperature is 0 (greedy, the
+sampling parameter, the target's request defaults included) and of the identity of what the served
+name stands for (identity.py: an adapter's directory and a fingerprint of its files, a model's path or
+revision, a provider's URL), serialised as sorted JSON: a new checkpoint under an old name never gets
+the old answers. Value: the server's chat-completion body. A request is cacheable when its temperature is 0 (greedy, the
 reproducible setting); a sampled one (temperature > 0, or none given: the server's default samples)
 only with `sampled=True` (`--cache-sampled`): a sampled answer replayed is one draw, not a new one.
 
@@ -42,9 +44,11 @@ def default_cache_path() -> Path:
     return ops_home() / "cache" / "responses.sqlite"
 
 
-def request_key(body: Mapping[str, Any]) -> str:
-    """The cache key of one request body (model, messages, tools, sampling parameters)."""
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+def request_key(body: Mapping[str, Any], identity: str | None = None) -> str:
+    """The cache key of one request body (model, messages, tools, sampling parameters) sent to the target
+    whose identity digest is `identity` (identity.py; None: the body alone)."""
+    keyed: Mapping[str, Any] = body if identity is None else {"body": body, "identity": identity}
+    text = json.dumps(keyed, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -143,10 +147,13 @@ class ResponseCache:
             self._db.close()
 
 
-def cache_entry(cache: ResponseCache | None, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-    """run.json's record of the cache: this invocation's (`cache`) and whether any invocation used one."""
+def cache_entry(cache: ResponseCache | None, previous: Mapping[str, Any] | None,
+                identities: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """run.json's record of the cache: this invocation's (`cache`, with what each name it keyed on stood
+    for: `identities`) and whether any invocation used one."""
     used_before = bool((previous or {}).get("cache_used"))
-    return {"cache": cache.describe() if cache is not None else None, "cache_used": used_before or cache is not None}
+    described = None if cache is None else {**cache.describe(), "identities": dict(identities or {})}
+    return {"cache": described, "cache_used": used_before or cache is not None}
 
 
 def cache_counts(run_dir: str | Path) -> dict[str, Any] | None:

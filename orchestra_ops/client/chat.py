@@ -83,6 +83,7 @@ class ModelClient:
     on_call: Callable[[CallEvent], None] | None = None
     slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
     cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
+    identity: str | None = None  # what the served name stands for (identity.py), part of every cache key
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
                    **params: Any) -> ChatResult:
@@ -162,7 +163,7 @@ class ModelClient:
         payload = json.dumps(body).encode()
         key = None
         if self.cache is not None and self.cache.cacheable(body):
-            key = request_key(body)
+            key = request_key(body, self.identity)
             cached = self.cache.get(key)
             if cached is not None:
                 return self._parse(cached, CACHE_REPLICA, 0, 0.0)

@@ -133,3 +133,11 @@ def runtime_adapters(topology_name: str) -> dict[str, str]:
         return {name: entry.model for name, entry in _read_raw(topology_name).items()}
     except StateError:
         return {}
+
+
+def runtime_adapter_paths(topology_name: str) -> dict[str, str]:
+    """adapter name -> the directory `ops lora load` loaded it from (what the response cache keys on)."""
+    try:
+        return {name: entry.path for name, entry in _read_raw(topology_name).items()}
+    except StateError:
+        return {}
