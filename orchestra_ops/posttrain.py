@@ -8,10 +8,14 @@
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
     [--down: ops down]
 
-Verdict per dataset: `block` when the adapter is worse than base by more than `max_drop` points
-beyond the interval, i.e. the whole paired 95 % interval of adapter - base lies below -max_drop (with
-fewer than two paired samples there is no interval and the point difference decides); else `pass`.
-The run's verdict is `block` if any dataset blocks.
+Verdict per dataset, from the headline's paired 95 % interval of adapter - base (a paired bootstrap
+over all its samples, weighted as the headline is: multi_opencompass.py, opencompass/paired.py; it
+exists whenever there are two or more paired samples): `pass` when the interval's lower end is above
+-max_drop, `block` when its upper end is below -max_drop, `inconclusive` otherwise (the interval
+holds -max_drop, or there is no interval), with an estimate of how many paired samples would decide
+it (`samples_to_decide`). The run's verdict: `block` if any dataset blocks, else `incomplete` if one
+has no score, else `inconclusive` if one is, else `pass`. posttrain.json records each interval and
+how it was computed (`interval`).
 
 Failures are our exceptions (errors.py): ConfigError (2) bad input, LaunchError (3) the fleet or the
 adapter load, EvalError (4) units that failed (their datasets have no score), RunTimeout (124) the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,9 +78,36 @@ def parse_adapter(spec: str) -> tuple[str, Path]:
     return name.strip(), path.absolute()
 
 
-def verdict(difference: float, ci95: Sequence[float] | None, max_drop: float) -> str:
-    worst_plausible = ci95[1] if ci95 else difference
-    return "block" if worst_plausible < -max_drop else "pass"
+def verdict(ci95: Sequence[float] | None, max_drop: float) -> str:
+    """pass / block / inconclusive from the interval of adapter - base (see the module doc)."""
+    if not ci95:
+        return "inconclusive"
+    if ci95[0] > -max_drop:
+        return "pass"
+    if ci95[1] < -max_drop:
+        return "block"
+    return "inconclusive"
+
+
+def samples_to_decide(difference: float, ci95: Sequence[float] | None, n: int, max_drop: float) -> dict[str, Any]:
+    """How many paired samples would likely decide an inconclusive verdict, and how that was estimated.
+
+    The interval's half-width shrinks as 1/sqrt(n). If the difference and the spread per sample stay as
+    measured, the side of the interval facing -max_drop (lower for a difference above it, upper below)
+    clears it once n' > n * (that side's width / |difference + max_drop|)^2.
+    """
+    how = ("n * (w / |d + max_drop|)^2, w the side of the interval facing -max_drop: its half-width shrinks as "
+           "1/sqrt(n); assumes the difference d and the spread per sample stay as measured (a naive average's "
+           "subsets growing in proportion)")
+    if not ci95:
+        return {"samples": None, "how": f"{n} paired sample(s): no interval under 2; run more (a larger --sample, "
+                "or none) to measure the spread"}
+    margin = difference + max_drop
+    side = difference - ci95[0] if margin > 0 else ci95[1] - difference
+    if margin == 0 or side <= 0:
+        return {"samples": None, "how": f"the difference is {difference:+g}, on -max_drop itself: no number of "
+                "samples decides it if it stays there"}
+    return {"samples": math.floor(n * (side / abs(margin)) ** 2) + 1, "how": how}
 
 
 def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -223,17 +255,36 @@ def _result(options: PosttrainOptions, adapter: str, adapter_dir: Path, datasets
         if b is None or a is None or interval is None:
             incomplete.append(name)
             rows[name] = {"row": head["row"], "metric": head["metric"], "base": b, "adapter": a, "delta": None,
-                          "ci95": None, "n": None, "verdict": None}
+                          "ci95": None, "n": None, "interval": None, "verdict": None, "samples_to_decide": None}
             continue
         ci95 = interval.get("ci95")
+        decided = verdict(ci95, options.max_drop)
         rows[name] = {"row": head["row"], "metric": head["metric"], "base": round(b, 4), "adapter": round(a, 4),
                       "delta": interval["difference"], "ci95": ci95, "n": interval["n"],
-                      "verdict": verdict(interval["difference"], ci95, options.max_drop)}
+                      "interval": interval.get("method"), "verdict": decided,
+                      "samples_to_decide": None if decided != "inconclusive" else
+                      samples_to_decide(interval["difference"], ci95, interval["n"], options.max_drop)}
     verdicts = [row["verdict"] for row in rows.values()]
-    overall = "block" if "block" in verdicts else ("incomplete" if incomplete else "pass")
+    overall = ("block" if "block" in verdicts else "incomplete" if incomplete
+               else "inconclusive" if "inconclusive" in verdicts else "pass")
     return {"verdict": overall, "base": base, "adapter": {"name": adapter, "path": str(adapter_dir)},
             "max_drop": options.max_drop, "datasets": rows, "incomplete": incomplete,
             "run_dir": str(run_dir), "summary_csv": str(run_dir / "summary" / "summary.csv"),
             "scores_json": str(run_dir / "scores.json"), "cache": scores.get("cache"),
             "elapsed_s": round(time.monotonic() - started, 3),
-            "rule": f"block when the paired 95% interval of adapter - base lies wholly below -{options.max_drop:g}"}
+            "rule": f"pass when the paired 95% interval of adapter - base lies wholly above -{options.max_drop:g}, "
+                    f"block when wholly below, inconclusive otherwise"}
+
+
+def inconclusive_message(result: Mapping[str, Any]) -> str:
+    """One line per inconclusive dataset: its interval and the samples that would likely decide it."""
+    parts = []
+    for name, row in result["datasets"].items():
+        if row["verdict"] != "inconclusive":
+            continue
+        ci = row["ci95"]
+        span = f"95% interval [{ci[0]:+.2f}, {ci[1]:+.2f}] holds -{result['max_drop']:g}" if ci else "no interval"
+        need = row["samples_to_decide"]["samples"]
+        more = f"about {need} paired samples would decide it" if need else "more samples may not decide it"
+        parts.append(f"{name}: adapter - base {row['delta']:+.2f} points, {span} ({row['n']} paired); {more}")
+    return "inconclusive: " + "; ".join(parts)
