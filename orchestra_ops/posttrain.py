@@ -19,7 +19,11 @@ how it was computed (`interval`).
 
 Failures are our exceptions (errors.py): ConfigError (2) bad input, LaunchError (3) the fleet or the
 adapter load, EvalError (4) units that failed (their datasets have no score), RunTimeout (124) the
-wall-clock limit. Nothing is lost on any of them: the run dir keeps every finished unit and the same
+wall-clock limit, Interrupted (130) a signal (a load it cuts short is rolled back). `--timeout` bounds
+every step: `--up`'s readiness wait, the load (a replica that does not answer in time fails it, and it
+is rolled back), the eval, and the unload (which gets at least UNLOAD_GRACE_S, so a run at its limit
+leaves nothing loaded); a limit reached after every unit finished still scores. Nothing is lost on
+any of them: the run dir keeps every finished unit and the same
 call again resumes it (and retries its failed units).
 """
 
@@ -34,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.errors import ConfigError, EvalError, OpsError, RunTimeout
+from orchestra_ops import posttrain_steps as steps
+from orchestra_ops.errors import ConfigError, EvalError, RunTimeout
 from orchestra_ops.fsutil import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -122,16 +127,17 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
     if options.timeout_s is not None and options.timeout_s <= 0:
         raise ConfigError(f"--timeout {options.timeout_s:g}: must be more than 0 seconds")
     topology = _topology_name(options)
+    limit = steps.Deadline(options.timeout_s, started)
     fleet_started = False
     try:
         if options.up:
-            _bring_up(options, topology, console)
+            steps.bring_up(options, topology, console, limit)
             fleet_started = True
-        _load(name, adapter_dir, options, topology)
+        steps.load(name, adapter_dir, options, topology, console, limit)
         try:
             scores, run_dir = _evaluate(options, name, datasets, topology, started, console)
         finally:
-            _unload(name, topology)
+            steps.unload(name, topology, console, limit)
         result = _result(options, name, adapter_dir, datasets, scores, run_dir, started)
         atomic_write_text(run_dir / POSTTRAIN_FILE, json.dumps(result, indent=2) + "\n")
         if result["incomplete"]:
@@ -141,7 +147,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
         return result
     finally:
         if options.down and (fleet_started or not options.up):
-            _bring_down(topology)
+            steps.bring_down(topology)
 
 
 def _topology_name(options: PosttrainOptions) -> str:
@@ -152,52 +158,6 @@ def _topology_name(options: PosttrainOptions) -> str:
     if options.up:
         raise ConfigError(f"--up needs a topology file; {options.topology}: no such file")
     return options.topology
-
-
-def _bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], None] | None) -> None:
-    """`ops up`; a fleet that is up already (a rerun after a time-out without --down) is used as it is."""
-    from orchestra_ops import fleet
-    from orchestra_ops.paths import state_path
-    from orchestra_ops.state import read_state
-
-    if state_path(topology).is_file() and read_state(topology).status == "up":
-        if console:
-            console(f"fleet '{topology}' is up already; using it")
-        return
-    result = fleet.up(options.topology, fleet.UpOptions(replace=False))
-    if console:
-        console(f"fleet '{result.state.name}' is up ({result.endpoints_file})")
-
-
-def _bring_down(topology: str) -> None:
-    from orchestra_ops import fleet
-
-    try:
-        fleet.down(topology)
-    except OpsError as exc:  # the verdict (or the first error) matters more; say it and move on
-        log.warning("ops down %s: %s", topology, exc)
-
-
-def _load(name: str, adapter_dir: Path, options: PosttrainOptions, topology: str) -> None:
-    """Load the adapter everywhere (all or none); a rerun that finds it loaded from the same dir uses it."""
-    from orchestra_ops.lora.records import read_records
-    from orchestra_ops.lora.runtime import load_adapter
-    from orchestra_ops.state import read_state
-
-    existing = read_records(read_state(topology)).get(name)
-    if existing is not None and Path(existing.path) == adapter_dir:
-        log.info("'%s' is already loaded from %s (an earlier call); using it", name, adapter_dir)
-        return
-    load_adapter(name, str(adapter_dir), model=options.model, topology=topology, timeout_s=options.load_timeout_s)
-
-
-def _unload(name: str, topology: str) -> None:
-    from orchestra_ops.lora.runtime import unload_adapter
-
-    try:
-        unload_adapter(name, topology=topology)
-    except OpsError as exc:
-        log.warning("unloading '%s': %s", name, exc)
 
 
 def default_run_dir(adapter: str, topology: str) -> Path:
@@ -220,11 +180,8 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
         if getattr(options, key) is not None:
             suite_options[key] = getattr(options, key)
     remaining = None
-    if options.timeout_s is not None:
-        remaining = options.timeout_s - (time.monotonic() - started)
-        if remaining <= 0:
-            raise RunTimeout(f"the {options.timeout_s:g} s limit passed before the eval started (fleet and "
-                             "adapter load); the same call again continues")
+    if options.timeout_s is not None:  # what is left (a run dir whose units all finished still scores)
+        remaining = max(options.timeout_s - (time.monotonic() - started), 0.001)
     eval_options = EvalOptions(suite=SUITE, dataset=options.dataset_root, run_dir=str(run_dir), resume=again,
                                retry_failed=again, concurrency=options.concurrency, attempts=options.attempts,
                                request_timeout_s=options.request_timeout_s, model=options.model,

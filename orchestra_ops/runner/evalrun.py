@@ -132,8 +132,9 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     end_state = "crashed"
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox, monitor))
-        end_state = ("crashed" if controller.failure is not None else "stopped" if controller.stopping
-                     else "finished")
+        late_limit = controller.timed_out and len(run.store.finished_ids) == len(run.samples)  # nothing missing
+        end_state = ("crashed" if controller.failure is not None
+                     else "stopped" if controller.stopping and not late_limit else "finished")
     finally:
         for close in (run.store.close, profile.close):
             try:
@@ -152,12 +153,11 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
     if controller.failure is not None:
         raise controller.failure
-    if controller.timed_out:
-        missing = len(run.samples) - len(run.store.finished_ids)
+    missing = len(run.samples) - len(run.store.finished_ids)  # a limit reached after the last unit still scores
+    if controller.timed_out and missing:
         raise RunTimeout(f"the time limit was reached after {progress.finished} task(s); {missing} unit(s) have "
                          f"no result; rerun the same command to resume (run dir {run.run_dir})")
-    if controller.stopping:
-        missing = len(run.samples) - len(run.store.finished_ids)
+    if controller.stopping and not (controller.timed_out and not missing):
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
                           f"{missing} sample(s) have no result; continue with --resume (run dir {run.run_dir})")
     tee.line(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
