@@ -23,8 +23,8 @@ wall-clock limit, Interrupted (130) a signal (a load it cuts short is rolled bac
 every step: `--up`'s readiness wait, the load (a replica that does not answer in time fails it, and it
 is rolled back), the eval, and the unload (which gets at least UNLOAD_GRACE_S, so a run at its limit
 leaves nothing loaded); a limit reached after every unit finished still scores. Nothing is lost on
-any of them: the run dir keeps every finished unit and the same
-call again resumes it (and retries its failed units).
+any of them: the run dir keeps every finished unit and the same call again resumes it (and retries
+its failed units).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 EDGE_BYTES = 64 * 1024  # how much of each end of a weights file is hashed
 WHOLE_JSON_BYTES = 1024 * 1024  # JSON files up to this size are hashed whole
-ROOTS_TIMEOUT_S = 10.0
+ROOTS_TIMEOUT_S = 5.0
 
 Identity = dict[str, Any]
 
