@@ -53,8 +53,8 @@ def test_a_second_checkpoint_under_the_same_name_is_asked_of_the_model(sim_fleet
     def posttrain(adapter: Path, run_dir: str, *extra: str) -> Any:
         proc = sim_fleet.ops("posttrain", "--topology", str(topology), "--model", "answer", "--adapter",
                              f"ft={adapter}", "--datasets", "gsm8k", "--cache-file", str(cache), "--run-dir",
-                             run_dir, "--json", *extra)
-        assert proc.returncode in (0, 1), proc.stderr
+                             run_dir, "--max-drop", "101", "--json", *extra)
+        assert proc.returncode == 0, proc.stderr  # the gate is not what this is about: no drop exceeds 101 points
         return json.loads(proc.stdout)
 
     first = posttrain(dir_a, "R1", "--up")
