@@ -3,7 +3,7 @@
     from orchestra_ops.api import posttrain
     result = posttrain(topology="fleet.yaml", model="base", adapter="ft=./out/checkpoint-200",
                        datasets="gsm8k,mmlu", max_drop=1.0, timeout_s=3600)
-    if result["verdict"] == "block": ...
+    if result["verdict"] == "block": ...        # or "pass", or "inconclusive" (the CLI's exit 6)
 
 `posttrain` returns what posttrain.json holds (orchestra_ops/posttrain.py has the fields and the rule)
 and raises ConfigError (bad input), LaunchError (fleet or adapter load), EvalError (units failed),

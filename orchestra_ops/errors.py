@@ -11,6 +11,7 @@ and prints its message (no traceback)::
     │   └── ReadinessError        exit 3   a process died or timed out before serving
     ├── EvalError                 exit 4   an eval could not run or finish
     │   └── DiskFull              exit 4   ENOSPC/EDQUOT writing the run dir: stopped, resumable
+    ├── Inconclusive              exit 6   `ops posttrain`: the evidence decides neither pass nor block
     ├── RunTimeout                exit 124 a run hit its wall-clock limit (what finished is kept; rerun resumes)
     └── Interrupted               exit 130 Ctrl-C, after a clean shutdown
 """
@@ -71,6 +72,12 @@ class DiskFull(EvalError):
         self.reason = os.strerror(error.errno) if error.errno else str(error)
         super().__init__(f"{self.path}: {self.reason.lower()}; the run stopped (no new tasks; tasks whose "
                          "result could not be written stay missing, not failed): free space, then --resume")
+
+
+class Inconclusive(OpsError):
+    """A posttrain verdict the evidence does not decide: the interval holds -max_drop (more samples would tell)."""
+
+    exit_code = 6
 
 
 class RunTimeout(OpsError):

@@ -8,29 +8,39 @@
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
     [--down: ops down]
 
-Verdict per dataset: `block` when the adapter is worse than base by more than `max_drop` points
-beyond the interval, i.e. the whole paired 95 % interval of adapter - base lies below -max_drop (with
-fewer than two paired samples there is no interval and the point difference decides); else `pass`.
-The run's verdict is `block` if any dataset blocks.
+Verdict per dataset, from the headline's paired 95 % interval of adapter - base (a paired bootstrap
+over all its samples, weighted as the headline is: multi_opencompass.py, opencompass/paired.py; it
+exists whenever there are two or more paired samples): `pass` when the interval's lower end is above
+-max_drop, `block` when its upper end is below -max_drop, `inconclusive` otherwise (the interval
+holds -max_drop, or there is no interval), with an estimate of how many paired samples would decide
+it (`samples_to_decide`). The run's verdict: `block` if any dataset blocks, else `incomplete` if one
+has no score, else `inconclusive` if one is, else `pass`. posttrain.json records each interval and
+how it was computed (`interval`).
 
 Failures are our exceptions (errors.py): ConfigError (2) bad input, LaunchError (3) the fleet or the
 adapter load, EvalError (4) units that failed (their datasets have no score), RunTimeout (124) the
-wall-clock limit. Nothing is lost on any of them: the run dir keeps every finished unit and the same
-call again resumes it (and retries its failed units).
+wall-clock limit, Interrupted (130) a signal (a load it cuts short is rolled back). `--timeout` bounds
+every step: `--up`'s readiness wait, the load (a replica that does not answer in time fails it, and it
+is rolled back), the eval, and the unload (which gets at least UNLOAD_GRACE_S, so a run at its limit
+leaves nothing loaded); a limit reached after every unit finished still scores. Nothing is lost on
+any of them: the run dir keeps every finished unit and the same call again resumes it (and retries
+its failed units).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops import posttrain_steps as steps
 from orchestra_ops.core.fsutil import atomic_write_text
-from orchestra_ops.errors import ConfigError, EvalError, OpsError, RunTimeout
+from orchestra_ops.errors import ConfigError, EvalError, RunTimeout
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +83,36 @@ def parse_adapter(spec: str) -> tuple[str, Path]:
     return name.strip(), path.absolute()
 
 
-def verdict(difference: float, ci95: Sequence[float] | None, max_drop: float) -> str:
-    worst_plausible = ci95[1] if ci95 else difference
-    return "block" if worst_plausible < -max_drop else "pass"
+def verdict(ci95: Sequence[float] | None, max_drop: float) -> str:
+    """pass / block / inconclusive from the interval of adapter - base (see the module doc)."""
+    if not ci95:
+        return "inconclusive"
+    if ci95[0] > -max_drop:
+        return "pass"
+    if ci95[1] < -max_drop:
+        return "block"
+    return "inconclusive"
+
+
+def samples_to_decide(difference: float, ci95: Sequence[float] | None, n: int, max_drop: float) -> dict[str, Any]:
+    """How many paired samples would likely decide an inconclusive verdict, and how that was estimated.
+
+    The interval's half-width shrinks as 1/sqrt(n). If the difference and the spread per sample stay as
+    measured, the side of the interval facing -max_drop (lower for a difference above it, upper below)
+    clears it once n' > n * (that side's width / |difference + max_drop|)^2.
+    """
+    how = ("n * (w / |d + max_drop|)^2, w the side of the interval facing -max_drop: its half-width shrinks as "
+           "1/sqrt(n); assumes the difference d and the spread per sample stay as measured (a naive average's "
+           "subsets growing in proportion)")
+    if not ci95:
+        return {"samples": None, "how": f"{n} paired sample(s): no interval under 2; run more (a larger --sample, "
+                "or none) to measure the spread"}
+    margin = difference + max_drop
+    side = difference - ci95[0] if margin > 0 else ci95[1] - difference
+    if margin == 0 or side <= 0:
+        return {"samples": None, "how": f"the difference is {difference:+g}, on -max_drop itself: no number of "
+                "samples decides it if it stays there"}
+    return {"samples": math.floor(n * (side / abs(margin)) ** 2) + 1, "how": how}
 
 
 def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -90,16 +127,17 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
     if options.timeout_s is not None and options.timeout_s <= 0:
         raise ConfigError(f"--timeout {options.timeout_s:g}: must be more than 0 seconds")
     topology = _topology_name(options)
+    limit = steps.Deadline(options.timeout_s, started)
     fleet_started = False
     try:
         if options.up:
-            _bring_up(options, topology, console)
+            steps.bring_up(options, topology, console, limit)
             fleet_started = True
-        _load(name, adapter_dir, options, topology)
+        steps.load(name, adapter_dir, options, topology, console, limit)
         try:
             scores, run_dir = _evaluate(options, name, datasets, topology, started, console)
         finally:
-            _unload(name, topology)
+            steps.unload(name, topology, console, limit)
         result = _result(options, name, adapter_dir, datasets, scores, run_dir, started)
         atomic_write_text(run_dir / POSTTRAIN_FILE, json.dumps(result, indent=2) + "\n")
         if result["incomplete"]:
@@ -109,7 +147,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
         return result
     finally:
         if options.down and (fleet_started or not options.up):
-            _bring_down(topology)
+            steps.bring_down(topology)
 
 
 def _topology_name(options: PosttrainOptions) -> str:
@@ -120,52 +158,6 @@ def _topology_name(options: PosttrainOptions) -> str:
     if options.up:
         raise ConfigError(f"--up needs a topology file; {options.topology}: no such file")
     return options.topology
-
-
-def _bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], None] | None) -> None:
-    """`ops up`; a fleet that is up already (a rerun after a time-out without --down) is used as it is."""
-    from orchestra_ops.core.paths import state_path
-    from orchestra_ops.fleet import lifecycle
-    from orchestra_ops.fleet.state import read_state
-
-    if state_path(topology).is_file() and read_state(topology).status == "up":
-        if console:
-            console(f"fleet '{topology}' is up already; using it")
-        return
-    result = lifecycle.up(options.topology, lifecycle.UpOptions(replace=False))
-    if console:
-        console(f"fleet '{result.state.name}' is up ({result.endpoints_file})")
-
-
-def _bring_down(topology: str) -> None:
-    from orchestra_ops.fleet import lifecycle
-
-    try:
-        lifecycle.down(topology)
-    except OpsError as exc:  # the verdict (or the first error) matters more; say it and move on
-        log.warning("ops down %s: %s", topology, exc)
-
-
-def _load(name: str, adapter_dir: Path, options: PosttrainOptions, topology: str) -> None:
-    """Load the adapter everywhere (all or none); a rerun that finds it loaded from the same dir uses it."""
-    from orchestra_ops.fleet.lora_records import read_records
-    from orchestra_ops.fleet.state import read_state
-    from orchestra_ops.lora.runtime import load_adapter
-
-    existing = read_records(read_state(topology)).get(name)
-    if existing is not None and Path(existing.path) == adapter_dir:
-        log.info("'%s' is already loaded from %s (an earlier call); using it", name, adapter_dir)
-        return
-    load_adapter(name, str(adapter_dir), model=options.model, topology=topology, timeout_s=options.load_timeout_s)
-
-
-def _unload(name: str, topology: str) -> None:
-    from orchestra_ops.lora.runtime import unload_adapter
-
-    try:
-        unload_adapter(name, topology=topology)
-    except OpsError as exc:
-        log.warning("unloading '%s': %s", name, exc)
 
 
 def default_run_dir(adapter: str, topology: str) -> Path:
@@ -188,11 +180,8 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
         if getattr(options, key) is not None:
             suite_options[key] = getattr(options, key)
     remaining = None
-    if options.timeout_s is not None:
-        remaining = options.timeout_s - (time.monotonic() - started)
-        if remaining <= 0:
-            raise RunTimeout(f"the {options.timeout_s:g} s limit passed before the eval started (fleet and "
-                             "adapter load); the same call again continues")
+    if options.timeout_s is not None:  # what is left (a run dir whose units all finished still scores)
+        remaining = max(options.timeout_s - (time.monotonic() - started), 0.001)
     eval_options = EvalOptions(suite=SUITE, dataset=options.dataset_root, run_dir=str(run_dir), resume=again,
                                retry_failed=again, concurrency=options.concurrency, attempts=options.attempts,
                                request_timeout_s=options.request_timeout_s, model=options.model,
@@ -223,17 +212,36 @@ def _result(options: PosttrainOptions, adapter: str, adapter_dir: Path, datasets
         if b is None or a is None or interval is None:
             incomplete.append(name)
             rows[name] = {"row": head["row"], "metric": head["metric"], "base": b, "adapter": a, "delta": None,
-                          "ci95": None, "n": None, "verdict": None}
+                          "ci95": None, "n": None, "interval": None, "verdict": None, "samples_to_decide": None}
             continue
         ci95 = interval.get("ci95")
+        decided = verdict(ci95, options.max_drop)
         rows[name] = {"row": head["row"], "metric": head["metric"], "base": round(b, 4), "adapter": round(a, 4),
                       "delta": interval["difference"], "ci95": ci95, "n": interval["n"],
-                      "verdict": verdict(interval["difference"], ci95, options.max_drop)}
+                      "interval": interval.get("method"), "verdict": decided,
+                      "samples_to_decide": None if decided != "inconclusive" else
+                      samples_to_decide(interval["difference"], ci95, interval["n"], options.max_drop)}
     verdicts = [row["verdict"] for row in rows.values()]
-    overall = "block" if "block" in verdicts else ("incomplete" if incomplete else "pass")
+    overall = ("block" if "block" in verdicts else "incomplete" if incomplete
+               else "inconclusive" if "inconclusive" in verdicts else "pass")
     return {"verdict": overall, "base": base, "adapter": {"name": adapter, "path": str(adapter_dir)},
             "max_drop": options.max_drop, "datasets": rows, "incomplete": incomplete,
             "run_dir": str(run_dir), "summary_csv": str(run_dir / "summary" / "summary.csv"),
             "scores_json": str(run_dir / "scores.json"), "cache": scores.get("cache"),
             "elapsed_s": round(time.monotonic() - started, 3),
-            "rule": f"block when the paired 95% interval of adapter - base lies wholly below -{options.max_drop:g}"}
+            "rule": f"pass when the paired 95% interval of adapter - base lies wholly above -{options.max_drop:g}, "
+                    f"block when wholly below, inconclusive otherwise"}
+
+
+def inconclusive_message(result: Mapping[str, Any]) -> str:
+    """One line per inconclusive dataset: its interval and the samples that would likely decide it."""
+    parts = []
+    for name, row in result["datasets"].items():
+        if row["verdict"] != "inconclusive":
+            continue
+        ci = row["ci95"]
+        span = f"95% interval [{ci[0]:+.2f}, {ci[1]:+.2f}] holds -{result['max_drop']:g}" if ci else "no interval"
+        need = row["samples_to_decide"]["samples"]
+        more = f"about {need} paired samples would decide it" if need else "more samples may not decide it"
+        parts.append(f"{name}: adapter - base {row['delta']:+.2f} points, {span} ({row['n']} paired); {more}")
+    return "inconclusive: " + "; ".join(parts)

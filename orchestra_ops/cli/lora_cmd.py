@@ -29,7 +29,8 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--model", help="The model (key, served name or role) that serves it; default: the only one with "
                               "runtime_lora: true.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
-              help="Seconds a replica may take to load it.")
+              help="Seconds for the whole load: the lock, asking every replica what it serves, the loads (a "
+                   "replica that takes longer fails it, and it is rolled back).")
 @_TOPOLOGY
 @_JSON
 def load(name: str, path: str, model: str | None, timeout: float, topology: str | None, as_json: bool) -> None:
@@ -43,7 +44,7 @@ def load(name: str, path: str, model: str | None, timeout: float, topology: str 
     rank = f", rank {report.rank}" if report.rank is not None else ""
     print_table(f"'{name}' ({report.path}{rank}) loaded into {report.model}: {len(report.outcomes)} replica(s)",
                 ["replica", "address", "status", "detail"],
-                [(o.replica, o.address, o.status, o.message) for o in report.outcomes])
+                [(o.replica, o.address, "-" if o.status is None else o.status, o.message) for o in report.outcomes])
     console = stderr_console()
     console.print(f"{report.endpoints_file}: '{name}' -> {len(report.outcomes)} replica(s) of {report.served_name}",
                   highlight=False)

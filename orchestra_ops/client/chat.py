@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +82,7 @@ class ModelClient:
     on_call: Callable[[CallEvent], None] | None = None
     slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
     cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
+    identity: str | None = None  # what the served name stands for (identity.py), part of every cache key
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
                    **params: Any) -> ChatResult:
@@ -162,10 +162,13 @@ class ModelClient:
         payload = json.dumps(body).encode()
         key = None
         if self.cache is not None and self.cache.cacheable(body):
-            key = request_key(body)
+            key = request_key(body, self.identity)
             cached = self.cache.get(key)
             if cached is not None:
-                return self._parse(cached, CACHE_REPLICA, 0, 0.0)
+                try:
+                    return self._parse(cached, CACHE_REPLICA, 0, 0.0)
+                except CallError as exc:  # a damaged page handed back garbage: ask the model instead
+                    self.cache.turn_off("a read", exc.message)
         attempts = self.retry.attempts
         last: CallError | None = None
         previous: Replica | None = None
@@ -208,10 +211,7 @@ class ModelClient:
 
     def _store(self, key: str, body: bytes) -> None:
         assert self.cache is not None
-        try:
-            self.cache.put(key, self.served_name, body)
-        except sqlite3.Error as exc:  # the answer is good; only its replay later is lost
-            log.warning("response cache %s: could not store an answer: %s", self.cache.path, exc)
+        self.cache.put(key, self.served_name, body)  # a failure turns the cache off; the answer stands
 
     def _parse(self, body: bytes, replica: Replica | str, attempt: int, latency: float) -> ChatResult:
         address = replica if isinstance(replica, str) else replica.address

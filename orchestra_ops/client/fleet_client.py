@@ -6,12 +6,13 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
+from orchestra_ops.client.identity import Identity, identity_digest, static_identity
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
@@ -28,9 +29,11 @@ class FleetClient:
     def __init__(self, routing: Routing, *, retry: RetryPolicy | None = None,
                  request_timeout_s: float | None = None, replica_cap: int = DEFAULT_REPLICA_CAP,
                  unavailable_wait_s: float = 60.0, transport: Transport | None = None,
-                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None) -> None:
+                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None,
+                 identities: Mapping[str, Identity] | None = None) -> None:
         self.routing = routing
         self.cache = cache
+        self.identities: dict[str, Identity] = dict(identities or {})  # target -> what it stands for (cache keys)
         self.retry = retry or RetryPolicy()
         self.request_timeout_s = request_timeout_s or routing.request_timeout_s
         self._timeout_from_cli = request_timeout_s is not None  # --timeout overrides every per-model one
@@ -76,11 +79,18 @@ class FleetClient:
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
                                                                          or self.request_timeout_s)
         limit = self._limits.get(target.name)
+        identity = None
+        if self.cache is not None:
+            if target.name not in self.identities:  # a name the run did not announce: what is declared
+                self.identities[target.name] = static_identity(target, self.routing.workdir,
+                                                                declared=self.routing.declared)
+            identity = identity_digest(self.identities[target.name])
         return ModelClient(name=target.name, served_name=target.served_name, pool=pool,
                            request_timeout_s=timeout, retry=self.retry,
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
-                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache)
+                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache,
+                           identity=identity)
 
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).

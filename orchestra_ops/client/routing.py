@@ -12,7 +12,7 @@ name as the request's `model` (how vLLM picks an adapter).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -39,6 +39,8 @@ class Target:
     adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
     tokenizer: str | None = None  # declared tokenizer ("estimate" or a path); None: checkpoint dir, else the replica
     checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
+    revision: str | None = None  # engine_args' --revision (a hub model's revision), for the response cache's key
+    adapter_path: str | None = None  # a LoRA adapter: its directory (lora_modules, or lora.json of `ops lora load`)
 
     @property
     def where(self) -> str:
@@ -58,6 +60,8 @@ class Routing:
     targets: Mapping[str, Target]
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     aliases: Mapping[str, str] = field(default_factory=dict)  # tool alias -> role or target key (topology aliases:)
+    workdir: str | None = None  # where the fleet was started (relative model and adapter paths are from there)
+    declared: bool = True  # targets come from a topology (False: an endpoints file, which says only names)
 
     def resolve(self, name: str) -> tuple[str, Target]:
         """(role or "", target) for a role, a model/provider key or a served model name."""
@@ -102,20 +106,25 @@ class Routing:
 
 
 def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endpoints_file: str,
-                  adapters: Mapping[str, str] | None = None) -> Routing:
-    """`adapters`: adapters loaded at run time (name -> model key), beside the topology's lora_modules."""
+                  adapters: Mapping[str, str] | None = None, adapter_paths: Mapping[str, str] | None = None,
+                  workdir: str | None = None) -> Routing:
+    """`adapters`: adapters loaded at run time (name -> model key), beside the topology's lora_modules;
+    `adapter_paths`: their directories (name -> path, lora.json)."""
     targets: dict[str, Target] = {}
     for key, model in topology.models.items():
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(model.served_name, []))
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
-                              checkpoint=model.model)
+                              checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
+    paths = {**(adapter_paths or {}),
+             **{name: path for model in topology.models.values() for name, path in model.lora_modules.items()}}
     for name, key in {**(adapters or {}), **declared}.items():
         if key in targets and name not in targets:
             addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(name, []))
-            targets[name] = replace(targets[key], name=name, served_name=name, addresses=addresses, adapter_of=key)
+            targets[name] = replace(targets[key], name=name, served_name=name, addresses=addresses, adapter_of=key,
+                                    adapter_path=paths.get(name))
     for key in topology.services:
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(key, []))
         targets[key] = Target(name=key, kind="service", served_name=key, addresses=addresses)
@@ -127,7 +136,18 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
-                   aliases=dict(topology.aliases))
+                   aliases=dict(topology.aliases), workdir=workdir)
+
+
+def engine_arg(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins, as argparse reads it)."""
+    value = None
+    for index, arg in enumerate(argv):
+        if arg == flag and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:
@@ -138,4 +158,4 @@ def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routin
         for key, entries in endpoints.items()
     }
     return Routing(source=source, name=name, endpoints_file=source, roles={k: k for k in targets},
-                   targets=targets)
+                   targets=targets, declared=False)

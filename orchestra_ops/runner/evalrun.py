@@ -21,6 +21,7 @@ from orchestra_ops.client.cache import ResponseCache, cache_counts, cache_entry
 from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet_client import FleetClient
+from orchestra_ops.client.identity import resolve_identities
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.transport import KeepAliveTransport
@@ -73,10 +74,11 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         tee.line(f"note: {run.store.path}: {run.store.skipped_lines} unreadable line(s) skipped (a torn or cut "
                  "record); their ids count as not done and run again")
     cache = ResponseCache(options.cache, sampled=options.cache_sampled) if options.cache else None
+    identities = resolve_identities(run.routing, run.names) if cache is not None else {}
     inflight = InFlight()
     fleet = FleetClient(run.routing, retry=RetryPolicy(attempts=options.attempts),
                   request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
-                  cache=cache, transport=TrackingTransport(KeepAliveTransport(), inflight))
+                  cache=cache, identities=identities, transport=TrackingTransport(KeepAliveTransport(), inflight))
     for name, cap in run.suite.limits(run.suite_options).items():
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
@@ -90,7 +92,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                                      "models": list(run.models), "limit": options.limit, "dedupe": options.dedupe,
                                      "suite_options": run.suite_options, "exec_unsafe": options.exec_unsafe,
                                      "templates": {n: t.to_json() for n, t in run.templates.items()},
-                                     **cache_entry(cache, read_run_info(run.run_dir)),
+                                     **cache_entry(cache, read_run_info(run.run_dir), identities),
                                      **run_manifest(run, read_run_info(run.run_dir))})
     profile = ProfileWriter(run.run_dir)
     progress = progress or Progress(total=len(run.todo))
@@ -130,8 +132,9 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     end_state = "crashed"
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox, monitor))
-        end_state = ("crashed" if controller.failure is not None else "stopped" if controller.stopping
-                     else "finished")
+        late_limit = controller.timed_out and len(run.store.finished_ids) == len(run.samples)  # nothing missing
+        end_state = ("crashed" if controller.failure is not None
+                     else "stopped" if controller.stopping and not late_limit else "finished")
     finally:
         for close in (run.store.close, profile.close):
             try:
@@ -150,12 +153,11 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
     if controller.failure is not None:
         raise controller.failure
-    if controller.timed_out:
-        missing = len(run.samples) - len(run.store.finished_ids)
+    missing = len(run.samples) - len(run.store.finished_ids)  # a limit reached after the last unit still scores
+    if controller.timed_out and missing:
         raise RunTimeout(f"the time limit was reached after {progress.finished} task(s); {missing} unit(s) have "
                          f"no result; rerun the same command to resume (run dir {run.run_dir})")
-    if controller.stopping:
-        missing = len(run.samples) - len(run.store.finished_ids)
+    if controller.stopping and not (controller.timed_out and not missing):
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
                           f"{missing} sample(s) have no result; continue with --resume (run dir {run.run_dir})")
     tee.line(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
