@@ -29,11 +29,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
+from orchestra_ops.evals.registry import load_suite
+
 from bench.agent_baseline import Baseline, run_all
 from bench.tables import table
 from orchestra_ops.runner.evalrun import open_tee, run_eval
-from orchestra_ops.runner.prepare import EvalOptions, prepare
-from orchestra_ops.runner.templates import packaged
+from orchestra_ops.runner.options import EvalOptions
+from orchestra_ops.runner.prepare import prepare
 from tests.helpers import free_port, kill_tree, wait_port
 from tests.simserver import SimServer
 
@@ -90,10 +93,10 @@ def _busy_share(before: tuple[float, float], after: tuple[float, float]) -> floa
 
 def _ops_run(work: Path, config: Path, data: Path, python: str) -> dict[str, Any]:
     run_dir = work / "run"
-    options = EvalOptions(suite="hle", dataset=str(data), run_dir=str(run_dir), concurrency=CONCURRENCY,
+    options = EvalOptions(dataset=str(data), run_dir=str(run_dir), concurrency=CONCURRENCY,
                           model_config=str(config), exec_workers=EXEC_WORKERS, progress_interval_s=30,
                           suite_options={"exec_python": python})
-    run = prepare(options)
+    run = prepare(options, load_suite("hle"))
     tee = open_tee(run.run_dir, None)
     cpu = time.process_time()
     busy = _busy()

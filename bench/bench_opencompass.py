@@ -30,11 +30,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.registry import load_suite
 from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth
 
 from bench.tables import table
 from orchestra_ops.runner.evalrun import run_eval, write_scores
-from orchestra_ops.runner.prepare import EvalOptions, prepare
+from orchestra_ops.runner.options import EvalOptions
+from orchestra_ops.runner.prepare import prepare
 from orchestra_ops.runner.tee import TeeLog
 from tests.adapters import make_adapter
 from tests.simserver import SimServer
@@ -61,9 +63,9 @@ def _dataset(folder: Path) -> Path:
 
 def _ops(config: Path, dataset: Path, run_dir: Path, concurrency: int) -> tuple[float, float, float]:
     """(units per second while running, accuracy of ft - base in points, seconds to score and write outputs)."""
-    options = EvalOptions(suite="gsm8k", dataset=str(dataset), run_dir=str(run_dir), concurrency=concurrency,
+    options = EvalOptions(dataset=str(dataset), run_dir=str(run_dir), concurrency=concurrency,
                           model_config=str(config), model=MODELS[0], models=MODELS, progress_interval_s=60.0)
-    run = prepare(options)
+    run = prepare(options, load_suite("gsm8k"))
     tee = TeeLog(run.run_dir / "eval.log", None)
     try:
         summary = run_eval(run, tee)

@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from orchestra_ops.evals.registry import load_suite
 
 from bench.tables import table
 from orchestra_ops.client.chat import ChatResult
 from orchestra_ops.runner.evalrun import open_tee, run_eval
-from orchestra_ops.runner.prepare import EvalOptions, prepare
+from orchestra_ops.runner.options import EvalOptions
+from orchestra_ops.runner.prepare import prepare
 from tests.simserver import SimServer
 
 TRIALS = int(os.environ.get("BENCH_TAU2_TRIALS", "14"))  # x 22 tasks = 308 simulations
@@ -80,9 +82,9 @@ class BlockingContext:
 
 def _ops_run(work: Path, config: Path, concurrency: int) -> dict[str, Any]:
     run_dir = work / "run"
-    options = EvalOptions(suite="tau2", run_dir=str(run_dir), concurrency=concurrency, model_config=str(config),
+    options = EvalOptions(run_dir=str(run_dir), concurrency=concurrency, model_config=str(config),
                           progress_interval_s=30, suite_options={"trials": TRIALS, "max_steps": MAX_STEPS})
-    run = prepare(options)
+    run = prepare(options, load_suite("tau2"))
     tee = open_tee(run.run_dir, None)
     cpu = time.process_time()
     start = time.monotonic()
@@ -129,8 +131,8 @@ def main() -> int:
         config = work / "model_config.json"
         config.write_text(json.dumps({role: [{"ip_addr": "127.0.0.1", "port": sim.port}]
                                       for role, sim in sims.items()}))
-        probe = prepare(EvalOptions(suite="tau2", run_dir=str(work / "probe"), model_config=str(config),
-                                    suite_options={"trials": TRIALS, "max_steps": MAX_STEPS}))
+        probe = prepare(EvalOptions(run_dir=str(work / "probe"), model_config=str(config),
+                                    suite_options={"trials": TRIALS, "max_steps": MAX_STEPS}), load_suite("tau2"))
         n = len(probe.samples)
         ours = _ops_run(work, config, n)
         print(f"load average between: {os.getloadavg()}")

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.healthbench_data import check_responses, load_examples, load_responses, render_conversation
 from orchestra_ops.evals.healthbench_grading import GRADER_ERROR, ItemGrade, JudgeSettings, grade_item, grader_prompt
 from orchestra_ops.evals.healthbench_scoring import (
@@ -54,7 +55,7 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of, unit_counts
-from orchestra_ops.runner.templates import Template, packaged
+from orchestra_ops.runner.templates import Template
 
 log = logging.getLogger(__name__)
 

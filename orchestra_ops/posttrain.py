@@ -174,8 +174,10 @@ def default_run_dir(adapter: str, topology: str) -> Path:
 
 def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topology: str, started: float,
               console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
+    from orchestra_ops.evals.registry import load_suite
     from orchestra_ops.runner.evalrun import open_tee, run_eval
-    from orchestra_ops.runner.prepare import EvalOptions, prepare
+    from orchestra_ops.runner.options import EvalOptions
+    from orchestra_ops.runner.prepare import prepare
     from orchestra_ops.runner.results import RESULTS_FILE
 
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(adapter, topology)
@@ -193,12 +195,12 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
         if remaining <= 0:
             raise RunTimeout(f"the {options.timeout_s:g} s limit passed before the eval started (fleet and "
                              "adapter load); the same call again continues")
-    eval_options = EvalOptions(suite=SUITE, dataset=options.dataset_root, run_dir=str(run_dir), resume=again,
+    eval_options = EvalOptions(dataset=options.dataset_root, run_dir=str(run_dir), resume=again,
                                retry_failed=again, concurrency=options.concurrency, attempts=options.attempts,
                                request_timeout_s=options.request_timeout_s, model=options.model,
                                models=(options.model, adapter), suite_options=suite_options, topology=topology,
                                cache=options.cache, cache_sampled=options.cache_sampled, wall_timeout_s=remaining)
-    run = prepare(eval_options)
+    run = prepare(eval_options, load_suite(SUITE))
     tee = open_tee(run.run_dir, console)
     try:
         summary = run_eval(run, tee)

@@ -149,11 +149,13 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
 
 
 def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
-    from orchestra_ops.runner.prepare import EvalOptions, prepare  # keeps `ops --help` light
+    from orchestra_ops.evals.registry import load_suite
+    from orchestra_ops.runner.options import EvalOptions  # keeps `ops --help` light
+    from orchestra_ops.runner.prepare import prepare
     from orchestra_ops.runner.templates import parse_overrides
 
     models = tuple(values["models"])
-    options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
+    options = EvalOptions(dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
                           retry_failed=values["retry_failed"], dedupe=values["dedupe"],
                           concurrency=values["concurrency"], limit=values["limit"],
                           request_timeout_s=values["timeout"], task_timeout_s=values["task_timeout"],
@@ -165,7 +167,7 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
                           cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
                           notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1")
-    run = prepare(options)  # takes the run dir's lock: one writer per run dir
+    run = prepare(options, load_suite(suite))  # takes the run dir's lock: one writer per run dir
     try:
         _run_locked(run, suite, values)
     finally:
@@ -215,16 +217,18 @@ def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str 
 def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], ctx: click.Context) -> None:
     """Check everything `ops eval` would (exit 2 here, not in the background), then start the supervisor."""
     from orchestra_ops.detach import DetachRequest, detach, eval_slurm_settings
-    from orchestra_ops.runner.prepare import EvalOptions, prepare
+    from orchestra_ops.evals.registry import load_suite
+    from orchestra_ops.runner.options import EvalOptions
+    from orchestra_ops.runner.prepare import prepare
     from orchestra_ops.runner.templates import parse_overrides
 
-    options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
+    options = EvalOptions(dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
                           retry_failed=values["retry_failed"], dedupe=values["dedupe"],
                           concurrency=values["concurrency"], limit=values["limit"], models=tuple(values["models"]),
                           model=values["models"][0] if values["models"] else None, suite_options=suite_options,
                           templates=parse_overrides(values["templates"]), topology=values["topology"],
                           model_config=values["model_config"], exec_unsafe=values["exec_unsafe"])
-    run = prepare(options)  # a run dir in use by another eval is refused here, naming its holder
+    run = prepare(options, load_suite(suite))  # a run dir in use by another eval is refused here, naming its holder
     run.store.close()
     if run.lock is not None:  # the supervised eval takes it: held here it could refuse that eval's start
         run.lock.release()
