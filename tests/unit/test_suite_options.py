@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from orchestra_ops.cli import eval_cmd
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.evalrun import completion_line
+from orchestra_ops.runner.evalloop import completion_line
 from orchestra_ops.runner.prepare import suite_option_values
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, unit_counts
 
