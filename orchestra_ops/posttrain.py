@@ -3,6 +3,7 @@
     [--up: ops up TOPOLOGY]
     -> load the adapter into every replica of the base model (lora/runtime.py: checked first, all or none)
     -> the opencompass suite (evals/multi_opencompass.py) over --datasets, base and adapter side by side,
+       through the one eval session (api/session.py: the lock and eval.log released on every exit) in
        one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
     -> unload the adapter
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
@@ -174,10 +175,8 @@ def default_run_dir(adapter: str, topology: str) -> Path:
 
 def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topology: str, started: float,
               console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
-    from orchestra_ops.evals.registry import load_suite
-    from orchestra_ops.runner.evalrun import open_tee, run_eval
+    from orchestra_ops.api.session import evaluate
     from orchestra_ops.runner.options import EvalOptions
-    from orchestra_ops.runner.prepare import prepare
     from orchestra_ops.runner.results import RESULTS_FILE
 
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(adapter, topology)
@@ -200,17 +199,13 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
                                request_timeout_s=options.request_timeout_s, model=options.model,
                                models=(options.model, adapter), suite_options=suite_options, topology=topology,
                                cache=options.cache, cache_sampled=options.cache_sampled, wall_timeout_s=remaining)
-    run = prepare(eval_options, load_suite(SUITE))
-    tee = open_tee(run.run_dir, console)
-    try:
-        summary = run_eval(run, tee)
+    try:  # the one eval session: the lock, eval.log and the logging handlers are released on every exit
+        result = evaluate(eval_options, SUITE, console=console, analyze=False)
     except RunTimeout as exc:
         raise RunTimeout(f"--timeout {options.timeout_s:g} s: {exc}") from None
-    finally:
-        tee.close()
-    if summary.scores is None:
+    if result.scores is None:
         raise EvalError(f"{run_dir}: the run produced no scores")
-    return summary.scores, run_dir
+    return result.scores, run_dir
 
 
 def _result(options: PosttrainOptions, adapter: str, adapter_dir: Path, datasets: list[str],

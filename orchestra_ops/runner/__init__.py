@@ -12,6 +12,7 @@
 
     suite.py     the interface a suite implements (options, templates, hooks) and its task context
     templates.py prompt templates as data files, hashed
+    options.py   EvalOptions (what a run is asked to do) and PreparedRun (what prepare made of it)
     prepare.py   everything checked before the first request: options, routing, dataset, units to run
     evalrun.py   one `ops eval`: build (fleet + store + profile + suite wired together), loop, finish (scores)
     evalloop.py  the asyncio main of a run: signals, ticker, every unit recorded as it finishes

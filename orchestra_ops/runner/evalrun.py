@@ -45,7 +45,7 @@ from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.suite import Alert
-from orchestra_ops.runner.tee import LOG_FILE, TeeLog
+from orchestra_ops.runner.tee import TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
 
 SCORES_FILE = "scores.json"
@@ -269,8 +269,3 @@ def _counts(run: PreparedRun) -> tuple[int, int, int]:
     """(ok, failed, total) over the whole run dir, earlier invocations included."""
     ok = sum(1 for status in run.store.final.values() if status == "ok")
     return ok, len(run.store.final) - ok, len(run.samples)
-
-
-def open_tee(run_dir: Path, console: Callable[[str], None] | None,
-             alert_console: Callable[[str], None] | None = None) -> TeeLog:
-    return TeeLog(run_dir / LOG_FILE, console, alert_console)

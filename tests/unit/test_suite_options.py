@@ -36,8 +36,8 @@ class RoundsSuite(BaseSuite):
 def _invoke(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[click.testing.Result, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
-    def fake_run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
-        seen.update(suite=suite, values=values, given=suite_options)
+    def fake_run(name: str, suite: Any, options: Any, *, analyze: bool) -> None:  # the session, not run here
+        seen.update(suite=name, values={"models": options.models}, given=options.suite_options)
 
     monkeypatch.setattr(eval_cmd, "_run", fake_run)
     command = eval_cmd.suite_command("rounds", RoundsSuite())

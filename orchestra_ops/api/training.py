@@ -1,4 +1,4 @@
-"""The Python API a training loop calls (no CLI, no printing; our exceptions, errors.py).
+"""`ops posttrain` as a call: the one a training loop makes (no CLI, no printing; our exceptions, errors.py).
 
     from orchestra_ops.api import posttrain
     result = posttrain(topology="fleet.yaml", model="base", adapter="ft=./out/checkpoint-200",
