@@ -1,7 +1,7 @@
 """One eval session: the only place an eval is run, whichever way it is asked for.
 
-`ops eval` (and so the supervised child of `ops eval --detach`, which is `ops eval … --resume`
-run by the supervisor), `ops posttrain`, the benches and any script call `evaluate`:
+`ops eval` (and so the supervised child of `ops eval --detach`: the supervisor runs `ops eval …`,
+with `--resume` after a crash), `ops posttrain`, the benches and any script call `evaluate`:
 
     prepare (runner/prepare.py: every check that needs no network; takes the run dir's lock)
     -> the tee (eval.log) and warnings logged under `orchestra_ops` routed through it
@@ -58,7 +58,7 @@ class EvalResult:
     failed: int  # of those, error
     total_ok: int  # the run dir as a whole, earlier calls included
     total_failed: int
-    elapsed_s: float  # the run's loop, first request to last result
+    elapsed_s: float  # the run itself: its requests, their results, closing the run's files
     scores: dict[str, Any] | None  # scores.json (None: the suite has no score)
     scoring_s: float | None  # writing scores.json and the suite's outputs
     results_file: Path
