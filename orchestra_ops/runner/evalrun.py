@@ -93,12 +93,12 @@ def build_run(run: PreparedRun, tee: TeeLog, progress: Progress) -> BuiltRun:
         tee.line(f"note: {run.store.path}: {run.store.skipped_lines} unreadable line(s) skipped (a torn or cut "
                  "record); their ids count as not done and run again")
     cache = ResponseCache(options.cache, sampled=options.cache_sampled) if options.cache else None
-    inflight = InFlight()
-    fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
-                  request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
-                  cache=cache, transport=TrackingTransport(KeepAliveTransport(), inflight))
     opened: list[Callable[[], Any]] = [cache.close] if cache is not None else []
     try:
+        inflight = InFlight()
+        fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
+                      request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
+                      cache=cache, transport=TrackingTransport(KeepAliveTransport(), inflight))
         for name, cap in run.suite.limits(run.suite_options).items():
             fleet.limit(name, cap)
         soft, hard = raise_open_file_limit()
