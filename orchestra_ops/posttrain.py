@@ -3,8 +3,8 @@
     [--up: ops up TOPOLOGY]
     -> load the adapter into every replica of the base model (lora/runtime.py: checked first, all or none)
     -> the opencompass suite (evals/multi_opencompass.py) over --datasets, base and adapter side by side,
-       through the one eval session (api/session.py: the lock and eval.log released on every exit) in
-       one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
+       through the one eval session (api/session.py's `evaluate`, passed in: this module sits below the
+       API), in one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
     -> unload the adapter
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
     [--down: ops down]
@@ -28,15 +28,32 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestra_ops.errors import ConfigError, EvalError, OpsError, RunTimeout
 from orchestra_ops.fsutil import atomic_write_text
+
+if TYPE_CHECKING:
+    from orchestra_ops.runner.options import EvalOptions
 
 log = logging.getLogger(__name__)
 
 POSTTRAIN_FILE = "posttrain.json"
 SUITE = "opencompass"
+
+
+class ScoredRun(Protocol):
+    """What posttrain reads of the session's result (api's EvalResult): the run's scores."""
+
+    @property
+    def scores(self) -> dict[str, Any] | None: ...
+
+
+class EvalSession(Protocol):
+    """The one eval session, `orchestra_ops.api.evaluate`: the caller passes it in (the API is above this module)."""
+
+    def __call__(self, options: EvalOptions, suite: str, *, console: Callable[[str], None] | None = None,
+                 analyze: bool = True) -> ScoredRun: ...
 
 
 @dataclass
@@ -79,8 +96,10 @@ def verdict(difference: float, ci95: Sequence[float] | None, max_drop: float) ->
     return "block" if worst_plausible < -max_drop else "pass"
 
 
-def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run it all (see the module doc); return what posttrain.json holds. `console` gets the run's log lines."""
+def posttrain(options: PosttrainOptions, *, session: EvalSession,
+              console: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run it all (see the module doc); return what posttrain.json holds. `session` runs the eval (the API's
+    `evaluate`: orchestra_ops.api.training.run_posttrain passes it); `console` gets the run's log lines."""
     from orchestra_ops.evals.multi_opencompass import parse_datasets
 
     started = time.monotonic()
@@ -98,7 +117,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
             fleet_started = True
         _load(name, adapter_dir, options, topology)
         try:
-            scores, run_dir = _evaluate(options, name, datasets, topology, started, console)
+            scores, run_dir = _evaluate(options, session, name, datasets, topology, started, console)
         finally:
             _unload(name, topology)
         result = _result(options, name, adapter_dir, datasets, scores, run_dir, started)
@@ -173,9 +192,8 @@ def default_run_dir(adapter: str, topology: str) -> Path:
     return Path("runs") / f"posttrain-{adapter.replace('/', '_')}-{topology}"
 
 
-def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topology: str, started: float,
-              console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
-    from orchestra_ops.api.session import evaluate
+def _evaluate(options: PosttrainOptions, session: EvalSession, adapter: str, datasets: list[str], topology: str,
+              started: float, console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
     from orchestra_ops.runner.options import EvalOptions
     from orchestra_ops.runner.results import RESULTS_FILE
 
@@ -200,7 +218,7 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
                                models=(options.model, adapter), suite_options=suite_options, topology=topology,
                                cache=options.cache, cache_sampled=options.cache_sampled, wall_timeout_s=remaining)
     try:  # the one eval session: the lock, eval.log and the logging handlers are released on every exit
-        result = evaluate(eval_options, SUITE, console=console, analyze=False)
+        result = session(eval_options, SUITE, console=console, analyze=False)
     except RunTimeout as exc:
         raise RunTimeout(f"--timeout {options.timeout_s:g} s: {exc}") from None
     if result.scores is None:

@@ -11,7 +11,8 @@
 
     session.py   evaluate: the one eval session (`ops eval`, its supervised child, posttrain and the
                  benches all go through it); EvalResult
-    training.py  posttrain: `ops posttrain` as a call
+    training.py  posttrain: `ops posttrain` as a call; run_posttrain: posttrain.py's gate with its eval
+                 run by the session (posttrain.py sits below the API and gets `evaluate` passed in)
 """
 
 from __future__ import annotations
