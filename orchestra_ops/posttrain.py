@@ -3,7 +3,8 @@
     [--up: ops up TOPOLOGY]
     -> load the adapter into every replica of the base model (lora/runtime.py: checked first, all or none)
     -> the opencompass suite (evals/opencompass/multi.py) over --datasets, base and adapter side by side,
-       one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
+       through the one eval session (api/session.py's `evaluate`, passed in: this module sits below the
+       API), in one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
     -> unload the adapter
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
     [--down: ops down]
@@ -36,16 +37,33 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestra_ops import posttrain_steps as steps
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError, EvalError, RunTimeout
 
+if TYPE_CHECKING:
+    from orchestra_ops.runner.options import EvalOptions
+
 log = logging.getLogger(__name__)
 
 POSTTRAIN_FILE = "posttrain.json"
 SUITE = "opencompass"
+
+
+class ScoredRun(Protocol):
+    """What posttrain reads of the session's result (api's EvalResult): the run's scores."""
+
+    @property
+    def scores(self) -> dict[str, Any] | None: ...
+
+
+class EvalSession(Protocol):
+    """The one eval session, `orchestra_ops.api.evaluate`: the caller passes it in (the API is above this module)."""
+
+    def __call__(self, options: EvalOptions, suite: str, *, console: Callable[[str], None] | None = None,
+                 analyze: bool = True) -> ScoredRun: ...
 
 
 @dataclass
@@ -115,8 +133,10 @@ def samples_to_decide(difference: float, ci95: Sequence[float] | None, n: int, m
     return {"samples": math.floor(n * (side / abs(margin)) ** 2) + 1, "how": how}
 
 
-def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run it all (see the module doc); return what posttrain.json holds. `console` gets the run's log lines."""
+def posttrain(options: PosttrainOptions, *, session: EvalSession,
+              console: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run it all (see the module doc); return what posttrain.json holds. `session` runs the eval (the API's
+    `evaluate`: orchestra_ops.api.training.run_posttrain passes it); `console` gets the run's log lines."""
     from orchestra_ops.evals.opencompass.multi import parse_datasets
 
     started = time.monotonic()
@@ -135,7 +155,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
             fleet_started = True
         steps.load(name, adapter_dir, options, topology, console, limit)
         try:
-            scores, run_dir = _evaluate(options, name, datasets, topology, started, console)
+            scores, run_dir = _evaluate(options, session, name, datasets, topology, started, console)
         finally:
             steps.unload(name, topology, console, limit)
         result = _result(options, name, adapter_dir, datasets, scores, run_dir, started)
@@ -164,10 +184,9 @@ def default_run_dir(adapter: str, topology: str) -> Path:
     return Path("runs") / f"posttrain-{adapter.replace('/', '_')}-{topology}"
 
 
-def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topology: str, started: float,
-              console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
-    from orchestra_ops.runner.evalrun import open_tee, run_eval
-    from orchestra_ops.runner.prepare import EvalOptions, prepare
+def _evaluate(options: PosttrainOptions, session: EvalSession, adapter: str, datasets: list[str], topology: str,
+              started: float, console: Callable[[str], None] | None) -> tuple[dict[str, Any], Path]:
+    from orchestra_ops.runner.options import EvalOptions
     from orchestra_ops.runner.results import RESULTS_FILE
 
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(adapter, topology)
@@ -182,22 +201,18 @@ def _evaluate(options: PosttrainOptions, adapter: str, datasets: list[str], topo
     remaining = None
     if options.timeout_s is not None:  # what is left (a run dir whose units all finished still scores)
         remaining = max(options.timeout_s - (time.monotonic() - started), 0.001)
-    eval_options = EvalOptions(suite=SUITE, dataset=options.dataset_root, run_dir=str(run_dir), resume=again,
+    eval_options = EvalOptions(dataset=options.dataset_root, run_dir=str(run_dir), resume=again,
                                retry_failed=again, concurrency=options.concurrency, attempts=options.attempts,
                                request_timeout_s=options.request_timeout_s, model=options.model,
                                models=(options.model, adapter), suite_options=suite_options, topology=topology,
                                cache=options.cache, cache_sampled=options.cache_sampled, wall_timeout_s=remaining)
-    run = prepare(eval_options)
-    tee = open_tee(run.run_dir, console)
-    try:
-        summary = run_eval(run, tee)
+    try:  # the one eval session: the lock, eval.log and the logging handlers are released on every exit
+        result = session(eval_options, SUITE, console=console, analyze=False)
     except RunTimeout as exc:
         raise RunTimeout(f"--timeout {options.timeout_s:g} s: {exc}") from None
-    finally:
-        tee.close()
-    if summary.scores is None:
+    if result.scores is None:
         raise EvalError(f"{run_dir}: the run produced no scores")
-    return summary.scores, run_dir
+    return result.scores, run_dir
 
 
 def _result(options: PosttrainOptions, adapter: str, adapter_dir: Path, datasets: list[str],

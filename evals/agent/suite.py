@@ -24,6 +24,7 @@ from orchestra_ops.evals.agent.loop import run_task
 from orchestra_ops.evals.agent.protocol import CAIS_JUDGE_SAMPLING, TOOL_ROLES, Protocol, sampling
 from orchestra_ops.evals.agent.records import TRAJECTORY_DIR
 from orchestra_ops.evals.agent.toolspec import load_tools
+from orchestra_ops.evals.bundled import packaged
 
 from orchestra_ops.client.retrieval import RetrievalSettings
 from orchestra_ops.client.routing import Routing
@@ -32,7 +33,6 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import Alert, BaseSuite, SuiteOption, TaskContext, templates_of
-from orchestra_ops.runner.templates import packaged
 from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.sandbox import SandboxPolicy, require_isolation
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.healthbench.dataset import (
     check_responses,
     load_examples,
@@ -59,7 +60,7 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of, unit_counts
-from orchestra_ops.runner.templates import Template, packaged
+from orchestra_ops.runner.templates import Template
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass import outputs, paired
 from orchestra_ops.evals.opencompass.suite import THINK_TAG, OpenCompassSuite
 
@@ -41,7 +42,7 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, templates_of, unit_counts
-from orchestra_ops.runner.templates import Template, packaged
+from orchestra_ops.runner.templates import Template
 from orchestra_ops.runner.toolbox import Toolbox
 
 SEPARATOR = ":"

@@ -2,7 +2,8 @@
 
 Exit codes: 0 pass, 1 block, 2 bad input, 3 fleet or adapter load, 4 eval failure, 6 inconclusive
 (the interval holds -max-drop: the message says how many samples would likely decide it), 124 time
-limit (rerunning the same command resumes). The library: orchestra_ops/posttrain.py.
+limit (rerunning the same command resumes). The library: orchestra_ops/posttrain.py, its eval run by the one
+eval session (orchestra_ops/api/training.py's run_posttrain passes orchestra_ops.api.evaluate in).
 """
 
 from __future__ import annotations
@@ -51,18 +52,18 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
       ops posttrain --topology fleet.yaml --up --down --model base --adapter ft=./out/ckpt-200 \\
           --datasets gsm8k,mmlu --max-drop 1.0
     """
+    from orchestra_ops.api.training import PosttrainOptions, run_posttrain
     from orchestra_ops.cli.eval_cmd import cache_path
     from orchestra_ops.errors import Inconclusive
     from orchestra_ops.evals.opencompass.multi import parse_dataset_dirs
-    from orchestra_ops.posttrain import PosttrainOptions, inconclusive_message
-    from orchestra_ops.posttrain import posttrain as run
+    from orchestra_ops.posttrain import inconclusive_message
 
     options = PosttrainOptions(topology=topology, model=model, adapter=adapter, datasets=datasets, max_drop=max_drop,
                                timeout_s=timeout, up=up, down=down, run_dir=run_dir, concurrency=concurrency,
                                dataset_dirs=parse_dataset_dirs(dataset_dirs), dataset_root=dataset_root,
                                max_tokens=max_tokens, sample=sample, seed=seed,
                                cache=cache_path(cache, cache_file, cache_sampled), cache_sampled=cache_sampled)
-    result = run(options, console=None if as_json else lambda line: click.echo(line, err=True))
+    result = run_posttrain(options, console=None if as_json else lambda line: click.echo(line, err=True))
     if as_json:
         echo_json(result)
     else:

@@ -30,16 +30,14 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestra_ops import __version__
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import sample_id
+from orchestra_ops.runner.options import PreparedRun
 from orchestra_ops.runner.results import TaskId
-
-if TYPE_CHECKING:
-    from orchestra_ops.runner.prepare import PreparedRun
 
 MANIFEST_VERSION = 1
 MAX_INVOCATIONS = 200
@@ -183,7 +181,7 @@ def run_manifest(run: PreparedRun, previous: Mapping[str, Any] | None = None) ->
     """The manifest fields of run.json for this invocation of `ops eval` (`previous`: run.json before it)."""
     options = run.options
     mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
-    cli = {k: v for k, v in dataclasses.asdict(options).items() if k != "suite"}
+    cli = dataclasses.asdict(options)
     return manifest_fields(dataset=run.dataset, dataset_sha256=run.dataset_sha256,
                            unit_ids=[sample_id(s) for s in run.samples], suite=run.suite, routing=run.routing,
                            names=run.names, suite_options=run.suite_options, cli=cli, mode=mode, previous=previous)

@@ -56,8 +56,9 @@ class Harness:
                 for p in self.ports]
 
 
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
+@pytest.fixture(name="harness")
+def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
+    """A Harness in tmp_path; every fleet it brought up is taken down at teardown (also for tests that import it)."""
     h = Harness(tmp_path)
     yield h
     for state in (tmp_path / "home").glob("*/state.json"):

@@ -1,4 +1,4 @@
-"""The Python API a training loop calls (no CLI, no printing; our exceptions, errors.py).
+"""`ops posttrain` as a call: the one a training loop makes (no CLI, no printing; our exceptions, errors.py).
 
     from orchestra_ops.api import posttrain
     result = posttrain(topology="fleet.yaml", model="base", adapter="ft=./out/checkpoint-200",
@@ -12,21 +12,28 @@ RunTimeout (the limit; calling again resumes), each an OpsError with its exit co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from orchestra_ops.api.session import evaluate
+from orchestra_ops.errors import ConfigError
 from orchestra_ops.posttrain import PosttrainOptions
+from orchestra_ops.posttrain import posttrain as gate
 
 
 def posttrain(*, topology: str, model: str, adapter: str, **options: Any) -> dict[str, Any]:
     """`ops posttrain` as a call; keyword arguments are PosttrainOptions' fields."""
-    from orchestra_ops.errors import ConfigError
-    from orchestra_ops.posttrain import posttrain as run
-
     known = set(PosttrainOptions.__dataclass_fields__)
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(f"posttrain() got an unknown option '{unknown[0]}'; options: {', '.join(sorted(known))}")
-    return run(PosttrainOptions(topology=topology, model=model, adapter=adapter, **options))
+    return run_posttrain(PosttrainOptions(topology=topology, model=model, adapter=adapter, **options))
 
 
-__all__ = ["PosttrainOptions", "posttrain"]
+def run_posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """orchestra_ops/posttrain.py's gate with its eval run by the one eval session (`evaluate`); `ops posttrain`
+    calls this too. `console` gets the run's log lines."""
+    return gate(options, session=evaluate, console=console)
+
+
+__all__ = ["PosttrainOptions", "posttrain", "run_posttrain"]
