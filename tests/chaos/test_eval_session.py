@@ -266,7 +266,7 @@ def test_ops_posttrain_releases_the_lock_after_its_time_limit_and_the_same_call_
     run_dir = tmp_path / "runs" / f"posttrain-{CLOSE}-pt"
     assert released(run_dir)  # posttrain used to leave run.lock to the process's exit, its holder still named
     assert log_lines(run_dir)[-1].startswith("error: the time limit was reached after ")  # written by the session
-    done = harness.ops(*args, "--timeout", "600", "--json")
-    assert done.returncode == 0, done.stderr
+    done = harness.ops(*args, "--timeout", "600", "--json")  # 40 pairs of gsm8k: the interval holds -1 point
+    assert done.returncode == 6, done.stderr
     assert released(run_dir) and TOOK_OVER not in (run_dir / "eval.log").read_text()
-    assert json.loads(done.stdout)["verdict"] == "pass"
+    assert json.loads(done.stdout)["verdict"] == "inconclusive"

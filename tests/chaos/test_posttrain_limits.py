@@ -171,8 +171,7 @@ def test_a_rerun_adopts_what_is_served_from_the_same_dir(sim_fleet: SimFleet, tm
 
 def test_a_limit_reached_after_the_last_unit_still_scores(sim_fleet: SimFleet, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestra_ops.runner.evalrun import open_tee, run_eval
-    from orchestra_ops.runner.prepare import EvalOptions, prepare
+    from orchestra_ops.api import EvalOptions, evaluate
 
     sim_fleet.topology(replicas=1)
     sim_fleet.up()
@@ -182,15 +181,8 @@ def test_a_limit_reached_after_the_last_unit_still_scores(sim_fleet: SimFleet, t
     monkeypatch.setenv("OPS_HOME", str(sim_fleet.home))
     monkeypatch.chdir(tmp_path)
     # every unit has its result; the limit (1 ms) passes before the run can even look: it scores, no RunTimeout
-    run = prepare(EvalOptions(suite="gsm8k", run_dir=str(tmp_path / "r"), resume=True, model="answer",
-                              topology="ad", wall_timeout_s=0.001))
-    assert run.todo == []
-    tee = open_tee(run.run_dir, None)
-    try:
-        summary = run_eval(run, tee)
-    finally:
-        tee.close()
-        assert run.lock is not None
-        run.lock.release()
-    assert summary.scores is not None and summary.scores["datasets"] == scores["datasets"]
+    result = evaluate(EvalOptions(run_dir=str(tmp_path / "r"), resume=True, model="answer", topology="ad",
+                                  wall_timeout_s=0.001), "gsm8k", analyze=False)
+    assert (result.ran, result.missing) == (0, 0)
+    assert result.scores is not None and result.scores["datasets"] == scores["datasets"]
     assert json.loads((tmp_path / "r" / "live.json").read_text())["state"] == "finished"
