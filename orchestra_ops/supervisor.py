@@ -127,7 +127,7 @@ class Supervisor:
         try:
             return self._loop()
         finally:
-            self.events.close(timeout_s=20)
+            self.events.close()
 
     def _loop(self) -> str:
         while True:

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from orchestra_ops.client.pricing import Price
 from orchestra_ops.endpoints import Endpoints
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.topology import Topology
+from orchestra_ops.topology import Pricing, Topology
 
 TargetKind = Literal["model", "service", "provider"]
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
@@ -39,6 +40,7 @@ class Target:
     adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
     tokenizer: str | None = None  # declared tokenizer ("estimate" or a path); None: checkpoint dir, else the replica
     checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
+    price: Price | None = None  # the topology's `pricing` (None: calls are not priced)
 
     @property
     def where(self) -> str:
@@ -106,7 +108,7 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
-                              checkpoint=model.model)
+                              checkpoint=model.model, price=_price(model.pricing))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     for name, key in {**(adapters or {}), **declared}.items():
         if key in targets and name not in targets:
@@ -119,11 +121,15 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
                               api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
                               request_defaults=dict(provider.request_defaults),
-                              request_timeout_s=provider.request_timeout_s)
+                              request_timeout_s=provider.request_timeout_s, price=_price(provider.pricing))
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
                    aliases=dict(topology.aliases))
+
+
+def _price(pricing: Pricing | None) -> Price | None:
+    return None if pricing is None else Price(pricing.input_per_mtok, pricing.output_per_mtok)
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.analysis.events import read_profile
+from orchestra_ops.analysis.usage import usage, usage_lines
 from orchestra_ops.client.cache import ResponseCache, cache_counts, cache_entry
 from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.chat import CallEvent
@@ -30,6 +32,7 @@ from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
 from orchestra_ops.runner.events import EventLog
+from orchestra_ops.runner.fleetwatch import FleetWatch, fleet_down_recorded
 from orchestra_ops.runner.inflight import InFlight, TrackingTransport
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 from orchestra_ops.runner.manifest import run_manifest
@@ -39,6 +42,7 @@ from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
+from orchestra_ops.runner.spend import SpendMeter
 from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
@@ -61,8 +65,9 @@ class EvalSummary:
 
 def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:
     """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C, SIGTERM or
-    SIGHUP, DiskFull (exit 4) after a clean stop on a full disk, LaunchError (exit 3) when a model the
-    run calls has no live replica (nothing is run).
+    SIGHUP, DiskFull (exit 4) after a clean stop on a full disk, FleetUnavailable (exit 3) when a model the
+    run calls has no live replica (at the start: nothing is run; mid-run: runner/fleetwatch.py), SpendLimit
+    (exit 5) when the run dir's spend passes --max-cost (runner/spend.py).
 
     `progress`: the counters to update (a live display may be reading them); default: a new one.
     """
@@ -81,8 +86,11 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         fleet.limit(name, cap)
     soft, hard = raise_open_file_limit()
     check_concurrency(options.concurrency, fleet.replica_count(run.names), soft, hard)
+    spend = SpendMeter.start(run.run_dir, options.max_cost, continuing=options.resume or options.retry_failed,
+                             targets=fleet.check(run.names))  # a spent run dir: exit 5 before anything is probed
     if run.todo:
-        check_live(run.routing, run.names)
+        with fleet_down_recorded(run.run_dir):
+            check_live(run.routing, run.names)
     with _disk_full_as_error(run.run_dir / RUN_FILE):
         write_run_info(run.run_dir, {"suite": run.suite.name, "dataset": str(run.dataset),
                                      "source": run.routing.source, "topology": run.routing.name,
@@ -97,13 +105,14 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     controller = Controller(on_stop=tee.line)
     tee.on_disk_full = controller.fail
     events = EventLog(run.run_dir, options.notify)
+    fleet_watch = FleetWatch(run.run_dir, controller, events)
 
     def on_eject(pool: str, replica: str, reason: str) -> None:
         events.emit("replica_ejected", model=pool, replica=replica, reason=reason)
 
     fleet.on_eject = on_eject
     monitor = RunMonitor(run.run_dir, progress, inflight, events, lambda: _counts(run),
-                         stall_after_s=options.stall_after_s)
+                         stall_after_s=options.stall_after_s, supervised=options.supervised)
     monitor.write("running")
 
     def on_call(event: CallEvent) -> None:
@@ -112,6 +121,8 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         except DiskFull as exc:
             controller.fail(exc)
         progress.note_call(event.latency_s)
+        fleet_watch.note(event)
+        spend.note(event, controller)
 
     fleet.on_call = on_call  # before any client exists: every client reports its calls
     for line in routing_lines(run.routing, run.names):
@@ -126,12 +137,13 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
     progress.started_at = time.monotonic()
     if cache is not None:
         tee.line(f"response cache {cache.path} ({'every request' if cache.sampled else 'temperature 0 only'})")
+    if spend.limit is not None:
+        tee.line(spend.describe())
     start = time.monotonic()
     end_state = "crashed"
     try:
         asyncio.run(_main(run, fleet, tee, progress, controller, profile, toolbox, monitor))
-        end_state = ("crashed" if controller.failure is not None else "stopped" if controller.stopping
-                     else "finished")
+        end_state = controller.end_state()
     finally:
         for close in (run.store.close, profile.close):
             try:
@@ -140,9 +152,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                 controller.fail(exc)
         if cache is not None:
             cache.close()
-        monitor.finish(end_state)
+        monitor.finish(end_state, controller.end_reason())
         if not options.supervised:  # under `--detach` the supervisor sends the end of the run
-            events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)))
+            events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)),
+                        **({"reason": controller.end_reason()} if controller.end_reason() else {}))
         events.close()
     elapsed = time.monotonic() - start
     tee.line(progress.line())
@@ -150,6 +163,8 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
     if controller.failure is not None:
         raise controller.failure
+    if controller.halted is not None:
+        raise controller.halted
     if controller.timed_out:
         missing = len(run.samples) - len(run.store.finished_ids)
         raise RunTimeout(f"the time limit was reached after {progress.finished} task(s); {missing} unit(s) have "
@@ -170,6 +185,8 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
             counts = summary.scores["cache"]
             tee.line(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
                      f"{counts['model_calls']} by a model")
+        for line in usage_lines(summary.scores.get("usage") or {}):
+            tee.line(line)
         tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
     if tee.disk_full is not None:
         raise tee.disk_full
@@ -195,6 +212,7 @@ def write_scores(run: PreparedRun) -> dict[str, Any] | None:
     if scores is not None:
         if (read_run_info(run.run_dir) or {}).get("cache_used"):
             scores["cache"] = cache_counts(run.run_dir)
+        scores["usage"] = usage(read_profile(run.run_dir))  # tokens and cost per role, every attempt
         atomic_write_text(run.run_dir / SCORES_FILE, json.dumps(scores, indent=2, default=str) + "\n")
     return scores
 
