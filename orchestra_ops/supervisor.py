@@ -5,6 +5,12 @@ crash, requeues a SLURM job before its time limit, and keeps the story in the ru
     exit 0                          -> finished                           (event `finished`)
     a stop (`ops stop`, Ctrl-C)     -> stopped, no restart                (event `stopped`)
     exit 2 (bad input)              -> crashed, no restart                (event `crashed`)
+    exit 5 (--max-cost reached)     -> stopped, no restart                (event `stopped`)
+    exit 3 with fleet_down.json     -> waiting for the fleet              (event `waiting_for_fleet`): the models
+      (the fleet is down)              it names are probed (fleetprobe.py) after 5 s, 10 s, 20 s … (at most
+                                       300 s), at most `max_restarts` probes; when they answer, attempt n+1
+                                       with --resume (event `restart`; it counts as a restart when the attempt
+                                       finished no task), else crashed with what is still down
     SIGTERM from slurm (walltime)   -> child stops and flushes, a successor job continues (event `requeued`)
     anything else (a crash)         -> backoff, attempt n+1 with --resume (event `restart`), at most
                                        `max_restarts` times, then crashed (event `crashed`)
@@ -38,7 +44,9 @@ import psutil
 
 from orchestra_ops.backends.slurmctl import SlurmCli
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fleetprobe import probe_fleet
 from orchestra_ops.runner.events import EventLog
+from orchestra_ops.runner.fleetwatch import clear_fleet_down, read_fleet_down
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info, write_run_info
 from orchestra_ops.runner.tee import TeeLog
@@ -50,6 +58,8 @@ SBATCH_FILE = "eval.sbatch"  # a detached slurm run's job script (detach.py); it
 STOP_FILE = "stop.request"  # written by `ops stop` before it signals: this SIGTERM is a user's stop
 SUPERVISED_ENV = "OPS_SUPERVISED"
 BAD_INPUT_EXIT = 2
+FLEET_DOWN_EXIT = 3
+SPEND_LIMIT_EXIT = 5
 INTERRUPTED_EXIT = 130
 TAIL_LINES = 5
 
@@ -144,6 +154,11 @@ class Supervisor:
                 return self._end(outcome, attempt["reason"])
             if outcome == "requeue":
                 return self._requeue(attempt)
+            if outcome == "wait":
+                ended = self._wait_for_fleet(attempt)
+                if ended is not None:
+                    return ended
+                continue
             if not self._restart_allowed():
                 return self._end("crashed", f"{attempt['reason']}; gave up after {self.restarts} restart(s) "
                                             f"(--max-restarts {self.settings.max_restarts})")
@@ -176,6 +191,7 @@ class Supervisor:
                                    "signal": None, "reason": None, "outcome": None, "done_before": done_before,
                                    "done_after": None}
         self.attempts.append(attempt)
+        clear_fleet_down(self.run_dir)  # what an exit 3 of this attempt leaves is its own
         self._save("running")  # before the child starts: the child's own run.json write merges over it
         console = self.run_dir / CONSOLE_FILE
         offset = console.stat().st_size if console.exists() else 0
@@ -210,12 +226,56 @@ class Supervisor:
             outcome, reason = "crashed", f"bad input ({status}); not restarted"
         elif code == INTERRUPTED_EXIT:
             outcome, reason = "stopped", f"the eval was interrupted ({status}); not restarted"
+        elif code == SPEND_LIMIT_EXIT:
+            outcome, reason = "stopped", f"the spend limit was reached ({status}); not restarted"
+        elif code == FLEET_DOWN_EXIT and read_fleet_down(self.run_dir) is not None:
+            outcome, reason = "wait", f"the fleet is down ({status})"
         else:
             outcome, reason = "restart", status
-        tail = attempt["last_lines"][-1] if attempt["last_lines"] and outcome in ("restart", "crashed") else ""
+        said = outcome in ("restart", "crashed", "wait") or code == SPEND_LIMIT_EXIT
+        tail = attempt["last_lines"][-1] if attempt["last_lines"] and said else ""
         attempt["reason"] = f"{reason}: {tail}" if tail else reason
         attempt["outcome"] = outcome
         return outcome
+
+    def _wait_for_fleet(self, attempt: dict[str, Any]) -> str | None:
+        """Probe the models the attempt found down, with backoff; None when they answer (the loop resumes),
+        else the run's end state (crashed when they never answered, stopped by the user, handed over)."""
+        down = read_fleet_down(self.run_dir) or {}
+        models = [str(m) for m in down.get("models", [])]
+        bound = self.settings.max_restarts
+        self._save("waiting", f"waiting for the fleet: {down.get('reason')}")
+        self.events.emit("waiting_for_fleet", attempt=attempt["n"], models=models, reason=down.get("reason"))
+        self.tee.line(f"[SUPERVISOR] attempt {attempt['n']}: the fleet is down ({', '.join(models)}): "
+                      f"{down.get('reason')}; waiting for it (at most {bound} probe(s), with backoff)")
+        detail, waited = str(down.get("reason")), 0.0
+        for probe in range(1, bound + 1):
+            delay = min(self.settings.backoff_max_s, self.settings.backoff_s * 2 ** (probe - 1))
+            self._wake.wait(delay)
+            waited += delay
+            if stop_requested(self.run_dir) or (self.signalled is not None and self._is_user_stop()):
+                return self._end("stopped", "stopped by the user while waiting for the fleet")
+            if self.signalled is not None:  # the walltime signal: a successor job waits on
+                return self._hand_over()
+            answer = probe_fleet(self.settings.eval_args, models)
+            if answer.back:
+                return self._resume_after_wait(attempt, answer.detail)
+            detail = answer.detail
+            self.tee.line(f"[SUPERVISOR] probe {probe} of {bound}: still down: {detail}")
+            self._save("waiting", f"waiting for the fleet (probe {probe} of {bound}): {detail}")
+        return self._end("crashed", f"the fleet did not come back: {bound} probe(s) over {waited:g} s "
+                                    f"(--max-restarts {bound}); still down: {detail}")
+
+    def _resume_after_wait(self, attempt: dict[str, Any], detail: str) -> str | None:
+        progressed = attempt["done_after"] > attempt["done_before"]
+        if not progressed and not self._restart_allowed():
+            return self._end("crashed", f"the fleet answers again, but attempt {attempt['n']} finished no task and "
+                                        f"the restart bound is reached (--max-restarts {self.settings.max_restarts})")
+        self.tee.line(f"[SUPERVISOR] the fleet answers again ({detail}); resuming with --resume")
+        self._save("restarting")
+        self.events.emit("restart", attempt=attempt["n"], restart=self.restarts,
+                         reason=f"the fleet answers again ({detail})", delay_s=0, exit=attempt["exit"], signal=None)
+        return None
 
     def _requeue(self, attempt: dict[str, Any]) -> str:
         """Before the walltime: submit the same sbatch script as a successor job (`--dependency=afterany`
@@ -253,7 +313,8 @@ class Supervisor:
     def _save(self, state: str, reason: str | None = None) -> None:
         supervisor = {"mode": self.settings.mode, "pid": os.getpid(), "create_time": _create_time(),
                       "host": self.host, "job_id": self.job_id, "state": state, "reason": reason,
-                      "restarts": self.restarts, "max_restarts": self.settings.max_restarts, "updated": _now()}
+                      "restarts": self.restarts, "max_restarts": self.settings.max_restarts, "updated": _now(),
+                      "updated_epoch": round(time.time(), 3)}
         previous = (read_run_info(self.run_dir) or {}).get("supervisor")
         if isinstance(previous, dict) and previous.get("tmux"):
             supervisor["tmux"] = previous["tmux"]
