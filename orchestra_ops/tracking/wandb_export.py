@@ -47,7 +47,7 @@ def export_wandb(run_dir: str | Path, *, out: str | Path, project: str = DEFAULT
     except ImportError:
         raise ConfigError("--format wandb needs the wandb package: pip install wandb (or orchestra-ops[dev])") from None
     # everything W&B writes (its cache and core logs, config, data and artifact staging) goes under --out
-    private = out_dir / ".wandb"
+    private = out_dir / ".ops-wandb"  # not `.wandb`: W&B would put its runs there
     places = {f"WANDB_{name.upper()}_DIR": str(private / name) for name in ("cache", "config", "data", "artifact")}
     with environment({**places, "WANDB_DIR": str(out_dir), "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}):
         written = _write(wandb, view, out_dir, project)
