@@ -121,13 +121,14 @@ def stop_run(run_dir: Path, *, wait_s: float = 120.0) -> RunRow:
     belief = believe(supervisor, read_json_object(run_dir / LIVE_FILE) or {})
     if belief.state not in ACTIVE:
         raise ConfigError(f"{run_dir} is not running (state {belief.state}); nothing to stop")
-    request_stop(run_dir)
     if belief.job is not None:
-        if _stop_slurm(belief.job) and supervisor is not None:  # it had not started: nothing will write its end
+        if _stop_slurm(belief.job, run_dir) and supervisor is not None:  # not started: nothing will write its end
             write_run_info(run_dir, {"supervisor": {**supervisor, "state": "stopped",
                                                     "reason": "stopped by the user before the job started"}})
     else:
-        _signal_here(belief.record or {})
+        _check_signallable(belief.record or {})
+        request_stop(run_dir)
+        _signal(belief.record or {})
     deadline = time.monotonic() + wait_s
     row = run_row(run_dir)
     while time.monotonic() < deadline:
@@ -138,11 +139,13 @@ def stop_run(run_dir: Path, *, wait_s: float = 120.0) -> RunRow:
     return row
 
 
-def _stop_slurm(job: str) -> bool:
-    """SIGTERM to the job's batch shell (the supervisor); a job still waiting is cancelled (then True)."""
+def _stop_slurm(job: str, run_dir: Path) -> bool:
+    """SIGTERM to the job's batch shell (the supervisor); a job still waiting is cancelled (then True).
+    The controller is asked first: when it cannot be (Unreachable, exit 3), no stop is left pending."""
     cli = SlurmCli()
     info = cli.jobs([job]).get(job)
     waiting = info is not None and info.waiting
+    request_stop(run_dir)
     if waiting:
         error = cli.cancel([job])
     else:
@@ -154,11 +157,13 @@ def _stop_slurm(job: str) -> bool:
     return waiting
 
 
-def _signal_here(record: dict[str, Any]) -> None:
-    pid = record.get("pid")
+def _check_signallable(record: dict[str, Any]) -> None:
     if record.get("host") not in (None, socket.gethostname()):
         raise ConfigError(f"the run is on {record.get('host')}; run `ops stop` there")
-    if not isinstance(pid, int) or not alive_here(record):
+    if not isinstance(record.get("pid"), int) or not alive_here(record):
         raise ConfigError("the run's process is gone; nothing to stop")
+
+
+def _signal(record: dict[str, Any]) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+        os.kill(int(record["pid"]), signal.SIGTERM)
