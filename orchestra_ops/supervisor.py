@@ -20,8 +20,9 @@ as this job ends; `scontrol requeue` holds a requeued job for about two minutes 
 A requeue that finished no task counts as a restart too, so a run that cannot progress ends.
 `run.json` gets `supervisor` (mode, pid, host, job id, state, restarts) and `attempts`, one entry per
 attempt: `{"n", "start", "end", "host", "pid", "job_id", "resume", "exit", "signal", "reason",
-"outcome", "done_before", "done_after"}`. The supervisor writes run.json only while no child runs
-(the child writes it at its start), and never holds the run-dir lock: its child takes it.
+"outcome", "done_before", "done_after"}` (attempts.py: what each end means). The supervisor writes
+run.json only while no child runs (the child writes it at its start), and never holds the run-dir lock:
+its child takes it.
 """
 
 from __future__ import annotations
@@ -42,26 +43,22 @@ from typing import Any
 
 import psutil
 
+from orchestra_ops.attempts import CONSOLE_FILE as CONSOLE_FILE
+from orchestra_ops.attempts import classify, finished_count, new_attempt, now
+from orchestra_ops.attempts import counts as attempt_counts
 from orchestra_ops.backends.slurmctl import SlurmCli
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleetprobe import probe_fleet
 from orchestra_ops.runner.events import EventLog
 from orchestra_ops.runner.fleetwatch import clear_fleet_down, read_fleet_down
-from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info, write_run_info
 from orchestra_ops.runner.tee import TeeLog
 
 log = logging.getLogger(__name__)
 
-CONSOLE_FILE = "console.log"  # the child evals' own stdout and stderr
 SBATCH_FILE = "eval.sbatch"  # a detached slurm run's job script (detach.py); its successors reuse it
 STOP_FILE = "stop.request"  # written by `ops stop` before it signals: this SIGTERM is a user's stop
 SUPERVISED_ENV = "OPS_SUPERVISED"
-BAD_INPUT_EXIT = 2
-FLEET_DOWN_EXIT = 3
-SPEND_LIMIT_EXIT = 5
-INTERRUPTED_EXIT = 130
-TAIL_LINES = 5
 
 
 @dataclass
@@ -149,7 +146,8 @@ class Supervisor:
             assert self.child is not None
             code = self.child.wait()
             self.child = None
-            outcome = self._classify(code, attempt)
+            outcome = classify(attempt, code, self.run_dir, self._console_offset,
+                               None if self.signalled is None else self._is_user_stop())
             if outcome in ("finished", "stopped", "crashed"):
                 return self._end(outcome, attempt["reason"])
             if outcome == "requeue":
@@ -181,15 +179,12 @@ class Supervisor:
         return True
 
     def _start_attempt(self) -> dict[str, Any]:
-        done_before = _finished(self.run_dir)
+        done_before = finished_count(self.run_dir)
         resume = bool(self.attempts) or done_before > 0
         args = list(self.settings.eval_args)
         if resume and "--resume" not in args:
             args.append("--resume")
-        attempt: dict[str, Any] = {"n": len(self.attempts) + 1, "start": _now(), "end": None, "host": self.host,
-                                   "pid": None, "job_id": self.job_id, "resume": resume, "exit": None,
-                                   "signal": None, "reason": None, "outcome": None, "done_before": done_before,
-                                   "done_after": None}
+        attempt = new_attempt(len(self.attempts) + 1, self.host, self.job_id, resume, done_before)
         self.attempts.append(attempt)
         clear_fleet_down(self.run_dir)  # what an exit 3 of this attempt leaves is its own
         self._save("running")  # before the child starts: the child's own run.json write merges over it
@@ -208,35 +203,6 @@ class Supervisor:
         self.tee.line(f"[SUPERVISOR] attempt {attempt['n']} started: pid {self.child.pid} on {self.host}"
                       f"{' (--resume)' if resume else ''}")
         return attempt
-
-    def _classify(self, code: int, attempt: dict[str, Any]) -> str:
-        attempt["end"] = _now()
-        attempt["exit"] = code if code >= 0 else None
-        attempt["signal"] = signal.Signals(-code).name if code < 0 else None
-        attempt["done_after"] = _finished(self.run_dir)
-        attempt["last_lines"] = _tail(self.run_dir / CONSOLE_FILE, self._console_offset)
-        status = f"killed by {attempt['signal']}" if code < 0 else f"exit {code}"
-        if code == 0:
-            outcome, reason = "finished", "exit 0"
-        elif self.signalled is not None and self._is_user_stop():
-            outcome, reason = "stopped", f"stopped by the user ({status})"
-        elif self.signalled is not None:
-            outcome, reason = "requeue", f"SIGTERM before the slurm time limit ({status})"
-        elif code == BAD_INPUT_EXIT:
-            outcome, reason = "crashed", f"bad input ({status}); not restarted"
-        elif code == INTERRUPTED_EXIT:
-            outcome, reason = "stopped", f"the eval was interrupted ({status}); not restarted"
-        elif code == SPEND_LIMIT_EXIT:
-            outcome, reason = "stopped", f"the spend limit was reached ({status}); not restarted"
-        elif code == FLEET_DOWN_EXIT and read_fleet_down(self.run_dir) is not None:
-            outcome, reason = "wait", f"the fleet is down ({status})"
-        else:
-            outcome, reason = "restart", status
-        said = outcome in ("restart", "crashed", "wait") or code == SPEND_LIMIT_EXIT
-        tail = attempt["last_lines"][-1] if attempt["last_lines"] and said else ""
-        attempt["reason"] = f"{reason}: {tail}" if tail else reason
-        attempt["outcome"] = outcome
-        return outcome
 
     def _wait_for_fleet(self, attempt: dict[str, Any]) -> str | None:
         """Probe the models the attempt found down, with backoff; None when they answer (the loop resumes),
@@ -299,12 +265,12 @@ class Supervisor:
         self.tee.line(f"[SUPERVISOR] {label}{reason}; slurm job {previous} ends, job {self.job_id} continues the run")
         self._save("restarting")
         self.events.emit("requeued", attempt=attempt["n"] if attempt else None, job_id=self.job_id,
-                         previous_job_id=previous, reason=reason, done=_finished(self.run_dir))
+                         previous_job_id=previous, reason=reason, done=finished_count(self.run_dir))
         return "restarting"
 
     def _end(self, state: str, reason: str) -> str:
         self._save(state, reason)
-        counts = _counts(self.run_dir)
+        counts = attempt_counts(self.run_dir)
         self.tee.line(f"[SUPERVISOR] run {state}: {reason} ({counts['done']} ok, {counts['failed']} failed; "
                       f"{len(self.attempts)} attempt(s), {self.restarts} restart(s))")
         self.events.emit(state, reason=reason, attempts=len(self.attempts), restarts=self.restarts, **counts)
@@ -313,36 +279,12 @@ class Supervisor:
     def _save(self, state: str, reason: str | None = None) -> None:
         supervisor = {"mode": self.settings.mode, "pid": os.getpid(), "create_time": _create_time(),
                       "host": self.host, "job_id": self.job_id, "state": state, "reason": reason,
-                      "restarts": self.restarts, "max_restarts": self.settings.max_restarts, "updated": _now(),
+                      "restarts": self.restarts, "max_restarts": self.settings.max_restarts, "updated": now(),
                       "updated_epoch": round(time.time(), 3)}
         previous = (read_run_info(self.run_dir) or {}).get("supervisor")
         if isinstance(previous, dict) and previous.get("tmux"):
             supervisor["tmux"] = previous["tmux"]
         write_run_info(self.run_dir, {"supervisor": supervisor, "attempts": self.attempts})
-
-
-def _finished(run_dir: Path) -> int:
-    return len(ResultsStore(run_dir).final)
-
-
-def _counts(run_dir: Path) -> dict[str, int]:
-    final = ResultsStore(run_dir).final
-    ok = sum(1 for status in final.values() if status == "ok")
-    return {"done": ok, "failed": len(final) - ok}
-
-
-def _tail(path: Path, offset: int, lines: int = TAIL_LINES) -> list[str]:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            text = handle.read()[-20_000:].decode(errors="replace")
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()][-lines:]
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 def _create_time() -> float | None:
