@@ -5,7 +5,10 @@ ETA, in flight), which `ops runs` and `ops attach` read, and runs the stall watc
 finished for `stall_after_s` (default: the larger of 10 minutes and 5x the p99 task time so far),
 it writes a stall report (each task in flight, the call it waits on, the replica, for how long) to
 eval.log and live.json (state `stalled`) and sends a `stall` event. The state goes back to
-`running` when a task finishes. At the end, `finish(state)` writes `finished`, `stopped` or `crashed`.
+`running` when a task finishes. At the end, `finish(state, reason)` writes `finished`, `stopped` or
+`crashed`, and why when the run ended early (a fleet that vanished, --max-cost). `supervised` says
+whether a supervisor runs this eval and `started_epoch` when it started: `ops runs` believes a
+foreground eval over an older supervisor record (runstate.py).
 """
 
 from __future__ import annotations
