@@ -11,7 +11,7 @@ import os
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +21,16 @@ from tests.integration.eval_fixtures import dataset, model_config
 from tests.simserver import SimServer
 
 
-@pytest.fixture
-def run_dir(tmp_path: Path, sim_server: Callable[..., SimServer]) -> Path:
-    sim = sim_server("m", args=["--latency-ms", "1"])
-    out = tmp_path / "run"
-    done = run_ops(["eval", "chat", "--model-config", str(model_config(tmp_path / "mc.json", {"m": [sim]})),
-                    "--dataset", str(dataset(tmp_path / "d.jsonl", ["a", "b", "c"])), "--run-dir", str(out)],
-                   timeout=180)
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished chat run for the module: the exports only read it."""
+    work = tmp_path_factory.mktemp("export-faults")
+    out = work / "run"
+    with SimServer("m", args=["--latency-ms", "1"], log_dir=work) as sim:
+        done = run_ops(["eval", "chat", "--model-config", str(model_config(work / "mc.json", {"m": [sim]})),
+                        "--dataset", str(dataset(work / "d.jsonl", ["a", "b", "c"])), "--run-dir", str(out),
+                        "--no-analyze"],
+                       timeout=180)
     assert done.returncode == 0, done.stderr
     return out
 

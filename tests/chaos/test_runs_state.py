@@ -41,7 +41,8 @@ def test_a_foreground_resume_of_a_stopped_detached_run_is_running_stoppable_then
     assert first.returncode == 0 and f"{run_dir}: stopped (" in first.stdout, first.stderr
 
     resume = [*OPS, *args, "--run-dir", str(run_dir), "--resume"]
-    proc = subprocess.Popen([*resume, "--concurrency", "2"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*resume, "--concurrency", "2"], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         row = wait_until(lambda: (r := runs_json(runs)["fg"])["state"] == "running" and r, "the resume runs")
         assert row["where"] == f"{proc.pid}@{socket.gethostname()}" and row["total"] == 1000
@@ -57,7 +58,8 @@ def test_a_foreground_resume_of_a_stopped_detached_run_is_running_stoppable_then
     assert row["state"] == "stopped" and row["where"] == f"{proc.pid}@{socket.gethostname()}"
     assert run_info(run_dir)["supervisor"]["state"] == "stopped"  # the supervisor's record is left as it was
 
-    to_the_end = subprocess.run([*resume, "--concurrency", "32"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    to_the_end = subprocess.run([*resume, "--concurrency", "32"], cwd=REPO, capture_output=True, text=True,
+                                timeout=300, check=False)
     assert to_the_end.returncode == 0, to_the_end.stderr
     row = runs_json(runs)["fg"]
     assert (row["state"], row["done"], row["failed"], row["total"]) == ("finished", 1000, 0, 1000)

@@ -33,10 +33,10 @@ IN, OUT = 1000.0, 4000.0  # USD per million prompt / completion tokens: a call c
 Detach = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
-def priced(tmp_path: Path) -> Iterator[tuple[Harness, Path]]:
-    """A topology up (local sims) whose model `answer` is priced."""
-    h = Harness(tmp_path, "local")
+@pytest.fixture(scope="module")
+def priced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, Path]]:
+    """A topology up (local sims) whose model `answer` is priced, for the module (each test its own run dirs)."""
+    h = Harness(tmp_path_factory.mktemp("priced"), "local")
     topology = h.topology("priced", {"answer": {"replicas": 1, "pricing": {"input_per_mtok": IN,
                                                                               "output_per_mtok": OUT}}})
     try:
@@ -64,7 +64,7 @@ def test_max_cost_stops_the_run_a_resume_needs_a_higher_limit_and_usage_is_repor
     ids = [f"s{i}" for i in range(40)]
     run_dir = h.cwd / "runs" / "spend"
     args = ["eval", "chat", "--topology", str(topology), "--model", "answer", "--dataset",
-            str(dataset(h.cwd / "d.jsonl", ids)), "--run-dir", str(run_dir), "--concurrency", "1", "--no-analyze"]
+            str(dataset(h.cwd / "limit.jsonl", ids)), "--run-dir", str(run_dir), "--concurrency", "1", "--no-analyze"]
     stopped = h.ops(*args, "--max-cost", "2")
     assert stopped.returncode == 5, stopped.stderr
     made = calls(run_dir)
@@ -112,7 +112,7 @@ def test_max_cost_stops_the_run_a_resume_needs_a_higher_limit_and_usage_is_repor
 
 def test_cache_hits_cost_nothing_and_are_counted_apart(priced: tuple[Harness, Path]) -> None:
     h, topology = priced
-    data = dataset(h.cwd / "d.jsonl", [f"s{i}" for i in range(10)])
+    data = dataset(h.cwd / "cached.jsonl", [f"s{i}" for i in range(10)])
     cache = h.cwd / "responses.sqlite"
     paid, free = h.cwd / "runs" / "paid", h.cwd / "runs" / "free"
     for run_dir in (paid, free):
@@ -136,7 +136,7 @@ def test_a_detached_run_stopped_by_the_limit_is_stopped_not_restarted(
     runs = h.cwd / "runs"
     run_dir = runs / "spend-detached"
     started = detached(["eval", "chat", "--topology", str(topology), "--model", "answer", "--dataset",
-                        str(dataset(h.cwd / "d.jsonl", [f"s{i}" for i in range(200)])), "--concurrency", "2",
+                        str(dataset(h.cwd / "detached.jsonl", [f"s{i}" for i in range(200)])), "--concurrency", "2",
                         "--no-analyze", "--max-cost", "1", "--restart-backoff", "0.2"], run_dir, h.env)
     assert started.returncode == 0, started.stderr
     wait_until(lambda: supervisor_state(run_dir) in ("stopped", "crashed", "finished"), "the run ended")
