@@ -82,8 +82,17 @@ COMMON_OPTIONS: list[click.Option] = [
                       "of 600 and 5x the p99 task time so far): each task in flight, the call it waits on, "
                       "the replica and for how long, to eval.log and `ops runs`."),
     click.Option(["--notify"], metavar="CMD",
-                 help="Run CMD (sh -c) with one JSON event on stdin for each replica ejected, stall, "
-                      "restart and the end of the run; a failing CMD is logged, never fatal."),
+                 help="Run CMD (sh -c) with one JSON event on stdin for each replica ejected, stall, fleet "
+                      "vanished, restart and the end of the run; a failing CMD is logged, never fatal; one still "
+                      "running after 10 s (5 s at the end) is killed with its process group."),
+    click.Option(["--fleet-wait", "fleet_wait"], type=click.FloatRange(min=0, min_open=True), default=60.0,
+                 show_default=True,
+                 help="Seconds a call waits when every replica of its model is down; then the run stops (exit 3; "
+                      "a detached run waits for the fleet) instead of failing task after task."),
+    click.Option(["--max-cost", "max_cost"], type=click.FloatRange(min=0), metavar="USD",
+                 help="Stop taking tasks once the run dir's spend (every call of every attempt, priced from the "
+                      "topology's `pricing:`) passes USD: exit 5. Remembered by the run dir; a resume with a "
+                      "higher limit goes on."),
 ]
 DETACH_ONLY = frozenset({"detach", "max_restarts", "walltime", "restart_backoff"})
 COMMON_NAMES = frozenset(option.name for option in COMMON_OPTIONS if option.name)
@@ -172,7 +181,8 @@ def eval_options(values: dict[str, Any], suite_options: dict[str, Any]) -> EvalO
                        exec_unsafe=values["exec_unsafe"],
                        cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
                        cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
-                       notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1")
+                       notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1",
+                       unavailable_wait_s=values["fleet_wait"], max_cost=values["max_cost"])
 
 
 def _run(name: str, suite: Suite, options: EvalOptions, *, analyze: bool) -> None:

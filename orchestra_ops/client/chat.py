@@ -15,6 +15,7 @@ from orchestra_ops.client.cache import ResponseCache, request_key
 from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.callctx import current_role
 from orchestra_ops.client.pool import Outcome, ReplicaPool
+from orchestra_ops.client.pricing import Price
 from orchestra_ops.client.prompt_size import estimate_prompt_tokens
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_retry_after
@@ -41,8 +42,9 @@ class CallEvent:
     """One model call as profile.jsonl records it (retries folded into `attempts`).
 
     `{"type": "model_call", "task": id|null, "role", "model", "replica", "start", "latency",
-    "prompt_tokens", "completion_tokens", "attempts", "status"[, "error"]}`; times in seconds.
+    "prompt_tokens", "completion_tokens", "attempts", "status"[, "error"][, "cost"]}`; times in seconds.
     `role` is the name the caller asked for (a role, or a model key), `model` the target it resolved to.
+    `cost` (USD) only for a priced target (client/pricing.py): 0 for a cache hit or a failed call.
     """
 
     role: str
@@ -57,6 +59,7 @@ class CallEvent:
     error: str | None = None
     task: str | int | None = None  # the task (unit of work) that made the call
     cached: bool = False  # answered from the response cache (--cache): no model call was made
+    cost_usd: float | None = None  # None: the target has no pricing
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "model_call", "task": self.task, "role": self.role, "model": self.model,
@@ -64,7 +67,8 @@ class CallEvent:
                 "latency": round(self.latency_s, 6), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "attempts": self.attempts,
                 "status": self.status, **({"error": self.error} if self.error else {}),
-                **({"cache": "hit"} if self.cached else {})}
+                **({"cache": "hit"} if self.cached else {}),
+                **({"cost": round(self.cost_usd, 9)} if self.cost_usd is not None else {})}
 
 
 @dataclass
@@ -83,6 +87,7 @@ class ModelClient:
     slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
     cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
     identity: str | None = None  # what the served name stands for (identity.py), part of every cache key
+    price: Price | None = None  # the target's pricing: each call's cost goes into its event
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
                    **params: Any) -> ChatResult:
@@ -112,11 +117,15 @@ class ModelClient:
                 replica: str | None, *, cached: bool = False) -> None:
         if self.on_call is None:
             return
+        cost = None
+        if self.price is not None:
+            cost = 0.0 if result is None or cached else self.price.cost(result.prompt_tokens, result.completion_tokens)
         self.on_call(CallEvent(role=role, model=self.name, replica=replica, start=start_wall,
                                latency_s=time.monotonic() - start,
                                prompt_tokens=result.prompt_tokens if result else None,
                                completion_tokens=result.completion_tokens if result else None,
-                               attempts=attempts, status=status, error=error, task=task, cached=cached))
+                               attempts=attempts, status=status, error=error, task=task, cached=cached,
+                               cost_usd=cost))
 
     def build_body(self, messages: list[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         """request_defaults, then the caller's params (nested dicts merged), then model and messages."""

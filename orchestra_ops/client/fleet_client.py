@@ -90,7 +90,7 @@ class FleetClient:
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
                            api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache,
-                           identity=identity)
+                           identity=identity, price=target.price)
 
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from orchestra_ops.config.topology import Topology
+from orchestra_ops.client.pricing import Price
+from orchestra_ops.config.topology import Pricing, Topology
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.endpoints import Endpoints
 
@@ -41,6 +42,7 @@ class Target:
     checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
     revision: str | None = None  # engine_args' --revision (a hub model's revision), for the response cache's key
     adapter_path: str | None = None  # a LoRA adapter: its directory (lora_modules, or lora.json of `ops lora load`)
+    price: Price | None = None  # the topology's `pricing` (None: calls are not priced)
 
     @property
     def where(self) -> str:
@@ -116,7 +118,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
-                              checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"))
+                              checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"),
+                              price=_price(model.pricing))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     paths = {**(adapter_paths or {}),
              **{name: path for model in topology.models.values() for name, path in model.lora_modules.items()}}
@@ -132,7 +135,7 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
                               api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
                               request_defaults=dict(provider.request_defaults),
-                              request_timeout_s=provider.request_timeout_s)
+                              request_timeout_s=provider.request_timeout_s, price=_price(provider.pricing))
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
@@ -148,6 +151,10 @@ def engine_arg(argv: Sequence[str], flag: str) -> str | None:
         elif arg.startswith(flag + "="):
             value = arg[len(flag) + 1:]
     return value
+
+
+def _price(pricing: Pricing | None) -> Price | None:
+    return None if pricing is None else Price(pricing.input_per_mtok, pricing.output_per_mtok)
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:

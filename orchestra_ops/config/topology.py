@@ -62,6 +62,13 @@ class SimSettings(Strict):
         return value
 
 
+class Pricing(Strict):
+    """What a call costs, in USD per million tokens (client/pricing.py); `--max-cost` and the usage tables read it."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class ModelSpec(Strict):
     model: str = Field(min_length=1)
     engine: Literal["vllm", "sim"] = "vllm"
@@ -88,6 +95,7 @@ class ModelSpec(Strict):
     max_lora_rank: int | None = Field(None, ge=1)  # vLLM's --max-lora-rank (its default: 16)
     max_loras: int | None = Field(None, ge=1)  # adapters in one batch (vLLM's --max-loras, default 1)
     runtime_lora: bool = False  # `ops lora load/unload` (sets VLLM_ALLOW_RUNTIME_LORA_UPDATING)
+    pricing: Pricing | None = None  # USD per million tokens (a self-hosted model's own accounting; adapters share it)
 
     @property
     def served_name(self) -> str:
@@ -128,6 +136,7 @@ class Provider(Strict):
     max_concurrency: int = Field(32, ge=1)
     request_defaults: dict[str, Any] = Field(default_factory=dict)
     request_timeout_s: float | None = Field(None, gt=0)  # per call; default: defaults.request_timeout_s
+    pricing: Pricing | None = None  # USD per million tokens
 
     @field_validator("api_key_env")
     @classmethod

@@ -26,6 +26,7 @@ from orchestra_ops.runner.options import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress
 from orchestra_ops.runner.run_events import EventLog
+from orchestra_ops.runner.spend import SpendMeter
 from orchestra_ops.runner.task_context import RunContext
 from orchestra_ops.runner.tee import TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
@@ -45,14 +46,16 @@ class BuiltRun:
     events: EventLog
     monitor: RunMonitor
     toolbox: Toolbox
+    spend: SpendMeter
 
     def end_state(self) -> str:
-        """How the loop ended: finished, stopped (a signal, the time limit) or crashed (a fault)."""
-        if self.controller.failure is not None:
-            return "crashed"
+        """How the loop ended (the controller's word: finished, stopped or crashed), except that a time limit
+        reached once every unit had its result is a finished run."""
         store, samples = self.run.store, self.run.samples
         late_limit = self.controller.timed_out and len(store.finished_ids) == len(samples)  # nothing missing
-        return "stopped" if self.controller.stopping and not late_limit else "finished"
+        if late_limit and self.controller.failure is None and self.controller.halted is None:
+            return "finished"
+        return self.controller.end_state()
 
 
 async def run_loop(built: BuiltRun) -> None:

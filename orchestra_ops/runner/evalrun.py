@@ -35,6 +35,7 @@ from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
 from orchestra_ops.runner.dataset import sample_id
 from orchestra_ops.runner.engine import Controller
 from orchestra_ops.runner.evalloop import BuiltRun, run_loop
+from orchestra_ops.runner.fleetwatch import FleetWatch, fleet_down_recorded
 from orchestra_ops.runner.inflight import InFlight, TrackingTransport
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 from orchestra_ops.runner.manifest import run_manifest
@@ -42,12 +43,15 @@ from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.options import PreparedRun
 from orchestra_ops.runner.preflight import check_live
 from orchestra_ops.runner.profile import ProfileWriter
+from orchestra_ops.runner.profile_reader import read_profile
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.run_events import EventLog
 from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
+from orchestra_ops.runner.spend import SpendMeter
 from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.tee import TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
+from orchestra_ops.runner.usage import usage, usage_lines
 
 SCORES_FILE = "scores.json"
 
@@ -68,8 +72,9 @@ class EvalSummary:
 
 def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:
     """Run the prepared tasks; raise Interrupted (exit 130) after a clean stop on Ctrl-C, SIGTERM or
-    SIGHUP, DiskFull (exit 4) after a clean stop on a full disk, LaunchError (exit 3) when a model the
-    run calls has no live replica (nothing is run).
+    SIGHUP, DiskFull (exit 4) after a clean stop on a full disk, FleetUnavailable (exit 3) when a model the
+    run calls has no live replica (at the start: nothing is run; mid-run: runner/fleetwatch.py), SpendLimit
+    (exit 5) when the run dir's spend passes --max-cost (runner/spend.py).
 
     `progress`: the counters to update (a live display may be reading them); default: a new one.
     """
@@ -105,8 +110,11 @@ def build_run(run: PreparedRun, tee: TeeLog, progress: Progress) -> BuiltRun:
             fleet.limit(name, cap)
         soft, hard = raise_open_file_limit()
         check_concurrency(options.concurrency, fleet.replica_count(run.names), soft, hard)
+        spend = SpendMeter.start(run.run_dir, options.max_cost, continuing=options.resume or options.retry_failed,
+                                 targets=fleet.check(run.names))  # a spent run dir: exit 5 before anything is probed
         if run.todo:
-            check_live(run.routing, run.names)
+            with fleet_down_recorded(run.run_dir):
+                check_live(run.routing, run.names)
         _write_manifest(run, cache, identities)
         profile = ProfileWriter(run.run_dir)
         opened.append(profile.close)
@@ -114,12 +122,12 @@ def build_run(run: PreparedRun, tee: TeeLog, progress: Progress) -> BuiltRun:
         tee.on_disk_full = controller.fail
         events = EventLog(run.run_dir, options.notify)
         opened.append(events.close)
-        _wire_fleet(fleet, events, profile, controller, progress)
+        _wire_fleet(fleet, events, profile, controller, progress, FleetWatch(run.run_dir, controller, events), spend)
         monitor = RunMonitor(run.run_dir, progress, inflight, events, lambda: _counts(run),
-                             stall_after_s=options.stall_after_s)
+                             stall_after_s=options.stall_after_s, supervised=options.supervised)
         monitor.write("running")
         built = BuiltRun(run, tee, progress, fleet, cache, profile, controller, events, monitor,
-                         Toolbox(fleet, exec_workers=options.exec_workers))
+                         Toolbox(fleet, exec_workers=options.exec_workers), spend)
         _start_lines(built, soft)
     except BaseException:
         for close in reversed(opened):
@@ -144,8 +152,9 @@ def _write_manifest(run: PreparedRun, cache: ResponseCache | None, identities: d
 
 
 def _wire_fleet(fleet: FleetClient, events: EventLog, profile: ProfileWriter, controller: Controller,
-                progress: Progress) -> None:
-    """Every ejected replica becomes an event; every model call a profile line and a latency sample."""
+                progress: Progress, fleet_watch: FleetWatch, spend: SpendMeter) -> None:
+    """Every ejected replica becomes an event; every model call a profile line, a latency sample, a check that
+    its model is still served (fleetwatch.py) and its cost against --max-cost (spend.py)."""
     def on_eject(pool: str, replica: str, reason: str) -> None:
         events.emit("replica_ejected", model=pool, replica=replica, reason=reason)
 
@@ -155,6 +164,8 @@ def _wire_fleet(fleet: FleetClient, events: EventLog, profile: ProfileWriter, co
         except DiskFull as exc:
             controller.fail(exc)
         progress.note_call(event.latency_s)
+        fleet_watch.note(event)
+        spend.note(event, controller)
 
     fleet.on_eject = on_eject
     fleet.on_call = on_call  # before any client exists: every client reports its calls
@@ -175,6 +186,8 @@ def _start_lines(built: BuiltRun, open_file_limit: int) -> None:
     if built.cache is not None:
         which = "every request" if built.cache.sampled else "temperature 0 only"
         tee.line(f"response cache {built.cache.path} ({which})")
+    if built.spend.limit is not None:
+        tee.line(built.spend.describe())
 
 
 def close_run(built: BuiltRun, end_state: str) -> None:
@@ -188,9 +201,11 @@ def close_run(built: BuiltRun, end_state: str) -> None:
             built.controller.fail(exc)
     if built.cache is not None:
         built.cache.close()
-    built.monitor.finish(end_state)
+    reason = built.controller.end_reason()
+    built.monitor.finish(end_state, reason)
     if not run.options.supervised:  # under `--detach` the supervisor sends the end of the run
-        built.events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)))
+        built.events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)),
+                          **({"reason": reason} if reason else {}))
     built.events.close()
 
 
@@ -202,6 +217,8 @@ def finish_run(built: BuiltRun, elapsed: float) -> EvalSummary:
                           len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
     if controller.failure is not None:
         raise controller.failure
+    if controller.halted is not None:
+        raise controller.halted
     missing = len(run.samples) - len(run.store.finished_ids)  # a limit reached after the last unit still scores
     if controller.timed_out and missing:
         raise RunTimeout(f"the time limit was reached after {progress.finished} task(s); {missing} unit(s) have "
@@ -223,6 +240,8 @@ def finish_run(built: BuiltRun, elapsed: float) -> EvalSummary:
             counts = summary.scores["cache"]
             tee.line(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
                      f"{counts['model_calls']} by a model")
+        for line in usage_lines(summary.scores.get("usage") or {}):
+            tee.line(line)
         tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
     if tee.disk_full is not None:
         raise tee.disk_full
@@ -248,6 +267,7 @@ def write_scores(run: PreparedRun) -> dict[str, Any] | None:
     if scores is not None:
         if (read_run_info(run.run_dir) or {}).get("cache_used"):
             scores["cache"] = cache_counts(run.run_dir)
+        scores["usage"] = usage(read_profile(run.run_dir))  # tokens and cost per role, every attempt
         atomic_write_text(run.run_dir / SCORES_FILE, json.dumps(scores, indent=2, default=str) + "\n")
     return scores
 

@@ -47,6 +47,7 @@ class EvalOptions:
     stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
     notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
     supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
+    max_cost: float | None = None  # --max-cost USD: stop taking tasks once the run dir's spend passes it (spend.py)
 
 
 @dataclass

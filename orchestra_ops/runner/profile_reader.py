@@ -6,7 +6,8 @@ that are not events are skipped and counted, never fatal: the analysis of a week
 not die on one bad byte. Other types are counted and left alone.
 
 model_call: task, role, model, replica, start (epoch s), latency (s), prompt_tokens,
-            completion_tokens, attempts, status ("ok" or an error kind), error.
+            completion_tokens, attempts, status ("ok" or an error kind), error, cache ("hit"),
+            cost (USD, priced targets only).
 tool_call:  task, round, tool, alias, target, model, replica, start, latency (s, end to end),
             expert_latency (the expert model's call alone), `<part>_latency` for each other timed
             part (search: retrieval; enhance_reasoning: exec; answer: judge), status, error.
@@ -57,6 +58,7 @@ class ModelCall(_Timed):
     error: str | None = None
     task: str | None = None
     cached: bool = False  # answered from the response cache: no model was called
+    cost: float | None = None  # USD, for a priced target (client/pricing.py); None: not priced
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,8 @@ def _model_call(data: dict[str, Any]) -> ModelCall:
                      prompt_tokens=_int(data.get("prompt_tokens")),
                      completion_tokens=_int(data.get("completion_tokens")),
                      attempts=int(data.get("attempts") or 1), status=str(data.get("status") or "ok"),
-                     error=data.get("error"), task=_task(data), cached=data.get("cache") == "hit")
+                     error=data.get("error"), task=_task(data), cached=data.get("cache") == "hit",
+                     cost=None if data.get("cost") is None else float(data["cost"]))
 
 
 def _tool_call(data: dict[str, Any]) -> ToolCall:
