@@ -170,8 +170,14 @@ def test_evaluate_in_process_returns_the_result_and_uses_the_callers_sinks(tmp_p
     assert (result.run_dir, result.suite, result.units, result.ran, result.ok, result.failed) == (
         run_dir, "chat", 8, 8, 8, 0)
     assert (result.total_ok, result.total_failed, result.missing) == (8, 0, 0)
+    calls = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    calls = [c for c in calls if c.get("type", "model_call") == "model_call"]
+    row = {"calls": 8, "prompt_tokens": sum(c["prompt_tokens"] for c in calls),
+           "completion_tokens": sum(c["completion_tokens"] for c in calls), "cost_usd": None, "cache_hits": 0,
+           "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
+    assert len(calls) == 8 and row["prompt_tokens"] > 0
     assert result.scores == {"suite": "chat", "model": "m", "units": 8, "ok": 8, "failed": 0, "failed_by_type": {},
-                             "missing": 0}
+                             "missing": 0, "usage": {"by_role": {"m": row}, "total": row}}
     assert result.scores_file == run_dir / "scores.json" and json.loads(result.scores_file.read_text()) == result.scores
     assert result.stats_file == run_dir / "analysis" / "stats.json" and result.stats_file.is_file()
     assert result.report_file == run_dir / "analysis" / "report.html" and result.report_file.is_file()
