@@ -248,9 +248,11 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             async def work(sample: Sample) -> dict[str, Any]:
                 current_task.set(sample["id"])  # this task's own context: what a stall report names
                 monitor.inflight.task_started(sample["id"])
+                ctx = context(sample)
                 try:
-                    return await run.suite.run(sample, context(sample))
+                    return await run.suite.run(sample, ctx)
                 finally:
+                    ctx.end()
                     monitor.inflight.task_finished(sample["id"])
 
             await run_tasks(run.todo, work,
