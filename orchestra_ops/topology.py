@@ -67,6 +67,18 @@ class SimSettings(Strict):
         return value
 
 
+class ModelRouting(Strict):
+    """`routing:` how the client spreads a model's calls over its replicas (client/affinity.py).
+
+    `affinity: session` sends every call of one session (an agent task, a tau2 side, a HealthBench
+    example) to one replica, so vLLM's prefix cache holds its history, under a load bound of
+    ceil(load_factor * mean) calls in flight per replica; `none` sends each call to the least loaded.
+    """
+
+    affinity: Literal["session", "none"] = "session"
+    load_factor: float = Field(1.25, ge=1.0, allow_inf_nan=False)
+
+
 class ModelSpec(Strict):
     model: str = Field(min_length=1)
     engine: Literal["vllm", "sim"] = "vllm"
@@ -88,6 +100,7 @@ class ModelSpec(Strict):
     engine_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     sim: SimSettings | None = None
+    routing: ModelRouting = Field(default_factory=ModelRouting)
     # LoRA adapters (orchestra_ops/lora): name -> adapter directory (relative: to where `ops` runs)
     lora_modules: dict[str, str] = Field(default_factory=dict)
     max_lora_rank: int | None = Field(None, ge=1)  # vLLM's --max-lora-rank (its default: 16)

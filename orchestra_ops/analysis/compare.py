@@ -149,8 +149,10 @@ def _ids(a: RunData, b: RunData) -> list[Difference]:
 
 def intended_differences(a: RunData, b: RunData) -> list[Difference]:
     ma, mb = manifest_of(a.run_json) or {}, manifest_of(b.run_json) or {}
-    out = _same(ma.get("routing"), mb.get("routing"), "routing",
+    out = _same(_placement_free(ma.get("routing")), _placement_free(mb.get("routing")), "routing",
                 f"A: {_routing_text(ma.get('routing'))}; B: {_routing_text(mb.get('routing'))}")
+    out += _same(_affinities(ma.get("routing")), _affinities(mb.get("routing")), "affinity",
+                 f"A: {_affinity_text(ma.get('routing'))}; B: {_affinity_text(mb.get('routing'))}")
     out += _same(ma.get("topology_sha256"), mb.get("topology_sha256"), "topology file")
     out += _same(ma.get("endpoints_sha256"), mb.get("endpoints_sha256"), "endpoints")
     out += _same(_version(ma.get("ops")), _version(mb.get("ops")), "ops version")
@@ -159,6 +161,32 @@ def intended_differences(a: RunData, b: RunData) -> list[Difference]:
 
 def _version(ops: Any) -> Any:
     return {k: ops.get(k) for k in ("version", "git_commit")} if isinstance(ops, dict) else ops
+
+
+def _placement_free(routing: Any) -> Any:
+    """The routing rows without their affinity (named apart: it changes where calls go, not what they ask)."""
+    if not isinstance(routing, list):
+        return routing
+    return [{k: v for k, v in r.items() if k != "affinity"} if isinstance(r, dict) else r for r in routing]
+
+
+def _affinities(routing: Any) -> dict[str, Any]:
+    """role -> its recorded affinity (None: a provider, or a run recorded before affinity was)."""
+    if not isinstance(routing, list):
+        return {}
+    return {str(r.get("role")): r.get("affinity") for r in routing if isinstance(r, dict) and r.get("kind") == "model"}
+
+
+def _affinity_text(routing: Any) -> str:
+    parts = []
+    for role, affinity in sorted(_affinities(routing).items()):
+        if isinstance(affinity, dict):
+            mode = affinity.get("mode")
+            factor = f" (load factor {affinity.get('load_factor')})" if mode == "session" else ""
+            parts.append(f"{role} {mode}{factor}")
+        else:
+            parts.append(f"{role} (not recorded)")
+    return ", ".join(parts) or "(none)"
 
 
 def _routing_text(routing: Any) -> str:

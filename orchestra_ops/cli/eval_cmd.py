@@ -43,6 +43,11 @@ COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--topology"], help="A topology file, or the name of a topology that is up (default: the latest)."),
     click.Option(["--model-config"], type=click.Path(dir_okay=False),
                  help="An endpoints file (model_config JSON); its keys are the roles."),
+    click.Option(["--affinity"], type=click.Choice(["session", "none"]),
+                 help="How calls are spread over a model's replicas: `session` keeps each unit of work (an "
+                      "agent task, a tau2 side, a HealthBench example) on one replica, where vLLM's prefix "
+                      "cache holds its history, under a load bound; `none` sends every call to the least "
+                      "loaded. Default: each model's routing.affinity in the topology (session)."),
     click.Option(["--no-analyze"], is_flag=True,
                  help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
     click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
@@ -164,7 +169,8 @@ def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> N
                           exec_unsafe=values["exec_unsafe"],
                           cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
                           cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
-                          notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1")
+                          notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1",
+                          affinity=values["affinity"])
     run = prepare(options)  # takes the run dir's lock: one writer per run dir
     try:
         _run_locked(run, suite, values)
@@ -223,7 +229,8 @@ def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], c
                           concurrency=values["concurrency"], limit=values["limit"], models=tuple(values["models"]),
                           model=values["models"][0] if values["models"] else None, suite_options=suite_options,
                           templates=parse_overrides(values["templates"]), topology=values["topology"],
-                          model_config=values["model_config"], exec_unsafe=values["exec_unsafe"])
+                          model_config=values["model_config"], exec_unsafe=values["exec_unsafe"],
+                          affinity=values["affinity"])
     run = prepare(options)  # a run dir in use by another eval is refused here, naming its holder
     run.store.close()
     if run.lock is not None:  # the supervised eval takes it: held here it could refuse that eval's start

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from orchestra_ops.client.affinity import Affinity, AffinityMode, Move
+from orchestra_ops.client.affinity import Move
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
 from orchestra_ops.client.errors import TransportError
@@ -29,8 +29,7 @@ class Fleet:
     def __init__(self, routing: Routing, *, retry: RetryPolicy | None = None,
                  request_timeout_s: float | None = None, replica_cap: int = DEFAULT_REPLICA_CAP,
                  unavailable_wait_s: float = 60.0, transport: Transport | None = None,
-                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None,
-                 affinity: AffinityMode | None = None) -> None:
+                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None) -> None:
         self.routing = routing
         self.cache = cache
         self.retry = retry or RetryPolicy()
@@ -44,7 +43,6 @@ class Fleet:
         self._clients: dict[str, ModelClient] = {}
         self.on_eject: Callable[[str, str, str], None] | None = None  # each pool's ejections (pool, replica, reason)
         self.on_move: Callable[[str, Move], None] | None = None  # each pool's session moves (pool, move)
-        self.affinity = affinity  # --affinity: overrides every model's `routing.affinity` (None: the topology's)
 
     def check(self, names: Iterable[str]) -> list[Target]:
         """Resolve every name a run will call, before any request: unknown names, models without
@@ -76,7 +74,7 @@ class Fleet:
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
         pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s,
-                           affinity=self.affinity_of(target))
+                           affinity=target.affinity)
         pool.on_eject = self.on_eject
         pool.on_move = self.on_move
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
@@ -87,12 +85,6 @@ class Fleet:
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
                            api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache)
-
-    def affinity_of(self, target: Target) -> Affinity:
-        """The target's routing (topology `routing:`), with --affinity overriding its mode."""
-        if self.affinity is None or target.affinity.mode == self.affinity:
-            return target.affinity
-        return Affinity(self.affinity, target.affinity.load_factor)
 
     def end_session(self, session: str) -> None:
         """A unit of work is done: every pool forgets where its session was (the table stays bounded)."""

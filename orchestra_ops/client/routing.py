@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from orchestra_ops.client.affinity import Affinity
+from orchestra_ops.client.affinity import Affinity, AffinityMode
 from orchestra_ops.endpoints import Endpoints
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.topology import Topology
@@ -89,6 +89,13 @@ class Routing:
                               f"{self.endpoints_file}; run `ops up` for this topology")
         return target
 
+    def with_affinity(self, mode: AffinityMode) -> Routing:
+        """The same routing with every model's affinity mode set to `mode` (`ops eval --affinity`);
+        each keeps its load factor. Providers keep theirs (none: a single endpoint)."""
+        targets = {key: replace(t, affinity=Affinity(mode, t.affinity.load_factor)) if t.kind == "model" else t
+                   for key, t in self.targets.items()}
+        return replace(self, targets=targets)
+
     def table(self) -> list[tuple[str, str, str, str]]:
         """Rows (role, target, kind, replicas) for the routing table a run prints at start."""
         rows: list[tuple[str, str, str, str]] = []
@@ -108,7 +115,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
-                              checkpoint=model.model)
+                              checkpoint=model.model,
+                              affinity=Affinity(model.routing.affinity, model.routing.load_factor))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     for name, key in {**(adapters or {}), **declared}.items():
         if key in targets and name not in targets:

@@ -36,8 +36,9 @@ from orchestra_ops.runner.manifest import run_manifest
 from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.preflight import check_live
 from orchestra_ops.runner.prepare import PreparedRun
-from orchestra_ops.runner.profile import ProfileWriter
+from orchestra_ops.runner.profile import Event, ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
+from orchestra_ops.runner.replica_counters import MoveEvent, read_counters
 from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
@@ -102,6 +103,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         events.emit("replica_ejected", model=pool, replica=replica, reason=reason)
 
     fleet.on_eject = on_eject
+    fleet.on_move = lambda pool, move: _keep(profile, controller, MoveEvent(pool, move, time.time()))
     monitor = RunMonitor(run.run_dir, progress, inflight, events, lambda: _counts(run),
                          stall_after_s=options.stall_after_s)
     monitor.write("running")
@@ -228,6 +230,8 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             loop.call_later(run.options.wall_timeout_s, controller.time_out)
         try:
             await fleet.discover_limits(run.names)
+            for reading in await read_counters(fleet, run.names, "start"):  # affinity is seen, not assumed
+                _keep(profile, controller, reading)
             def done(record: Record, elapsed: float) -> None:
                 if controller.failure is not None:
                     return  # nothing can be written: the unit stays missing and --resume runs it
@@ -262,7 +266,18 @@ async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress,
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            await fleet.close()
+            try:
+                for reading in await read_counters(fleet, run.names, "end"):
+                    _keep(profile, controller, reading)
+            finally:
+                await fleet.close()
+
+
+def _keep(profile: ProfileWriter, controller: Controller, event: Event) -> None:
+    try:
+        profile(event)
+    except DiskFull as exc:
+        controller.fail(exc)
 
 
 async def _tick(run: PreparedRun, progress: Progress, tee: TeeLog, profile: ProfileWriter,

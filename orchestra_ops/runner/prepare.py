@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.affinity import AffinityMode
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.sources import load_routing
@@ -52,6 +53,7 @@ class EvalOptions:
     stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
     notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
     supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
+    affinity: AffinityMode | None = None  # --affinity: every model's routing.affinity (None: the topology's)
 
 
 @dataclass
@@ -121,6 +123,8 @@ def prepare(options: EvalOptions) -> PreparedRun:
     suite = load_suite(options.suite)
     templates = load_templates(suite.template_files, options.templates, suite.template_fields)
     routing = load_routing(options.topology, options.model_config)
+    if options.affinity is not None:
+        routing = routing.with_affinity(options.affinity)
     install_redactor(Redactor.for_routing(routing))  # from here on, no provider key is stored or printed
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
     info = read_run_info(run_dir) or {}

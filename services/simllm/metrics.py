@@ -7,7 +7,9 @@ the counters (in tokens where vLLM counts tokens) `vllm:prompt_tokens_total`,
 `vllm:generation_tokens_total`, `vllm:prefix_cache_queries_total` (prompt tokens looked up),
 `vllm:prefix_cache_hits_total` and `vllm:prompt_tokens_cached_total` (prompt tokens found,
 prefix_cache.py), `vllm:num_preemptions_total`, `vllm:request_success_total{finished_reason}` (all
-five reasons, as vLLM lists them); with LoRA, `vllm:lora_requests_info` (its labels carry the news).
+five reasons, as vLLM lists them), each counter sample followed by its `_created` sample (when the
+counters started: the replica's start, as prometheus_client writes it); with LoRA,
+`vllm:lora_requests_info` (its labels carry the news).
 The sim's own, without labels except status: `sim_requests_total`, `sim_requests_in_flight`,
 `sim_max_requests_in_flight` (the most requests it has had in flight at once),
 `sim_requests_failed_total{status}`, `sim_requests_hung_total`, `sim_malformed_total`.
@@ -33,6 +35,7 @@ def _value(number: float) -> str:
 class SimMetrics:
     def __init__(self, model: str, max_model_len: int, *, lora: bool = False, max_loras: int = 1) -> None:
         self.model = model
+        self.created = time.time()  # when the counters started (each counter's `_created` sample)
         self.kv_capacity = KV_CAPACITY_SEQS * max_model_len
         self.lora = lora
         self.max_loras = max_loras
@@ -68,7 +71,10 @@ class SimMetrics:
         def metric(name: str, kind: str, doc: str, samples: list[tuple[str, float]]) -> None:
             lines.append(f"# HELP {name} {doc}")
             lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {_value(value)}" for labels, value in samples)
+            for labels, value in samples:
+                lines.append(f"{name}{labels} {_value(value)}")
+                if kind == "counter":
+                    lines.append(f"{name.removesuffix('_total')}_created{labels} {_value(self.created)}")
 
         metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
                [(label, self.in_flight)])
