@@ -45,8 +45,10 @@ class SimSettings(Strict):
     """How the simulated engine behaves (`engine: sim`); see `ops serve sim --help`."""
 
     latency_ms: float = Field(20.0, ge=0)
-    prefill_ms_per_token: float = Field(0.0, ge=0)
+    prefill_ms_per_token: float = Field(0.0, ge=0)  # per prompt token its prefix cache did not hold
     decode_ms_per_token: float = Field(0.0, ge=0)
+    decode_slowdown: float = Field(0.0, ge=0)  # decode x (1 + this * (requests in flight - 1))
+    prefix_cache_tokens: int = Field(65536, ge=0)  # the replica's prefix-cache capacity
     jitter: float = Field(0.0, ge=0, le=1)
     startup_delay_s: float = Field(0.0, ge=0)
     fail: str | None = None  # "500:0.05,429:0.02"

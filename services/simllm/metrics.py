@@ -12,7 +12,9 @@ counters started: the replica's start, as prometheus_client writes it); with LoR
 `vllm:lora_requests_info` (its labels carry the news).
 The sim's own, without labels except status: `sim_requests_total`, `sim_requests_in_flight`,
 `sim_max_requests_in_flight` (the most requests it has had in flight at once),
-`sim_requests_failed_total{status}`, `sim_requests_hung_total`, `sim_malformed_total`.
+`sim_requests_failed_total{status}`, `sim_requests_hung_total`, `sim_malformed_total`,
+`sim_prefill_tokens_total` (prompt tokens charged prefill time: those its prefix cache did not hold)
+and `sim_decode_ms_total` (decode time charged, with the in-flight slowdown, before jitter).
 KV cache usage is the estimated tokens of the requests in flight over a capacity of
 16 * max_model_len tokens, capped at 1.
 """
@@ -51,6 +53,8 @@ class SimMetrics:
         self.failed: Counter[int] = Counter()
         self.hung = 0
         self.malformed = 0
+        self.prefill_tokens = 0
+        self.decode_ms = 0.0
 
     def started(self) -> None:
         self.requests_total += 1
@@ -123,5 +127,11 @@ class SimMetrics:
             f"sim_requests_hung_total {self.hung}",
             "# TYPE sim_malformed_total counter",
             f"sim_malformed_total {self.malformed}",
+            "# HELP sim_prefill_tokens_total Prompt tokens charged prefill time (not held by the prefix cache).",
+            "# TYPE sim_prefill_tokens_total counter",
+            f"sim_prefill_tokens_total {self.prefill_tokens}",
+            "# HELP sim_decode_ms_total Decode time charged in ms (with the in-flight slowdown, before jitter).",
+            "# TYPE sim_decode_ms_total counter",
+            f"sim_decode_ms_total {_value(self.decode_ms)}",
         ]
         return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from orchestra_ops.client.affinity import Affinity
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.errors import TopologyError
+from orchestra_ops.plan import plan
 from orchestra_ops.topology import ModelRouting, load_topology
 from tests.unit.test_routing import write_fleet
 
@@ -69,3 +70,18 @@ def test_the_topology_setting_reaches_the_pool_and_affinity_overrides_its_mode(
     pool = Fleet(routing.with_affinity("session")).client("responder").pool
     assert pool.affinity == Affinity("session", 1.5) and pool.sessions is not None
     assert pool.sessions.load_factor == 1.5
+
+
+def test_the_sims_prefix_cache_and_decode_slowdown_reach_its_command(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(HEADER + "    sim: {prefill_ms_per_token: 0.05, decode_slowdown: 0.1,\n"
+                             "          prefix_cache_tokens: 1048576}\n")
+    argv = list(plan(load_topology(path), state_dir="/s").by_name("a/0").argv)
+    assert argv[argv.index("--prefill-ms-per-token"):argv.index("--seed")] == [
+        "--prefill-ms-per-token", "0.05", "--decode-ms-per-token", "0", "--jitter", "0", "--startup-delay-s", "0",
+        "--decode-slowdown", "0.1", "--prefix-cache-tokens", "1048576"]
+    path.write_text(HEADER + "    sim: {prefix_cache_tokens: -1}\n")
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert info.value.problems == [f"{path}:12: models.a.sim.prefix_cache_tokens: Input should be greater than or "
+                                   "equal to 0 (got -1)"]
