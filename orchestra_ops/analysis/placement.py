@@ -87,3 +87,18 @@ def _prefix_cache(readings: list[dict[str, Any]], calls: list[ModelCall]) -> dic
         notes.append(f"{replica}: no end reading (the run stopped before it); that run's counts are left out")
     return {"hits": hits, "queries": queries, "hit_rate": hits / queries if queries > 0 else None,
             "windows": windows, "notes": notes}
+
+
+def placement_lines(rows: dict[str, Any]) -> list[str]:
+    """One line per model (and one per note) for the end of `ops eval`."""
+    lines = []
+    for model, row in rows.items():
+        cache, calls = row["prefix_cache"], row["calls"]
+        seen = "no prefix-cache counters" if not cache or cache["hit_rate"] is None else (
+            f"prefix cache hit {100 * cache['hit_rate']:.1f}% of {cache['queries']:.0f} prompt tokens "
+            "(the replicas' own counters)")
+        ratio = "-" if calls["max_over_mean"] is None else f"{calls['max_over_mean']:.2f}"
+        lines.append(f"{model}: {seen}; calls per replica max/mean {ratio} over {row['replicas']}; "
+                     f"{row['moves']['total']} session move(s)")
+        lines += [f"  note: {model}: {note}" for note in (cache or {}).get("notes", [])]
+    return lines

@@ -277,6 +277,7 @@ def _given_args(ctx: click.Context, skip: frozenset[str]) -> list[str]:
 def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:
     """`ops analyze` on the finished run; its failure is a warning (the results are safe already)."""
     from orchestra_ops.analysis.analyze import analyze_run
+    from orchestra_ops.analysis.placement import placement_lines
 
     tee.line(f"analysing {run_dir} (skip with --no-analyze) ...")
     try:
@@ -286,5 +287,7 @@ def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:
         return
     if result.plot_note:
         tee.line(f"note: {result.plot_note}")
+    for line in placement_lines(result.stats.get("placement") or {}):
+        tee.line(line)
     tee.line(f"stats: {result.stats_path}")
     tee.line(f"report: {result.report}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from orchestra_ops.analysis.analyze import compute
 from orchestra_ops.analysis.events import read_profile
-from orchestra_ops.analysis.placement import placement
+from orchestra_ops.analysis.placement import placement, placement_lines
 from orchestra_ops.analysis.rundata import load_run
 from tests.helpers import run_ops
 
@@ -77,3 +77,13 @@ def test_a_run_without_counter_readings_still_gets_calls_per_replica(tmp_path: P
     out = run_ops(["analyze", str(run_dir), "--no-plots"])
     assert out.returncode == 0, out.stderr
     assert "placement" in out.stdout and "1.33" in out.stdout
+
+
+def test_the_end_of_a_run_says_what_the_counters_say(tmp_path: Path) -> None:
+    events = [reading("start", A, 10, 0, 0, 0), call(A, 11), reading("end", A, 12, 256, 1024, 3)]
+    rows = placement(read_profile(write_profile(tmp_path / "run", events)))
+    assert placement_lines(rows) == [
+        "orch: prefix cache hit 25.0% of 1024 prompt tokens (the replicas' own counters); calls per replica "
+        "max/mean 1.00 over 1; 0 session move(s)",
+        f"  note: orch: {A}: finished 2 request(s) more than the run's 1 answered call(s) to it: traffic from other "
+        "clients (another run, ops health) or calls of this run that timed out; their tokens are in its counts"]
