@@ -29,6 +29,7 @@ from orchestra_ops.client.errors import TransportError
 from orchestra_ops.client.fleet import Fleet
 from orchestra_ops.client.prefix_counters import PrefixCounters, parse_prefix_counters
 from orchestra_ops.client.replica import Replica
+from orchestra_ops.errors import ConfigError
 
 METRICS_TIMEOUT_S = 5.0
 Phase = Literal["start", "end"]
@@ -75,7 +76,10 @@ async def read_counters(fleet: Fleet, names: Iterable[str], phase: Phase) -> lis
     """One reading per replica of every model (not provider) that `names` resolve to, read concurrently."""
     replicas: dict[str, tuple[str, Replica]] = {}
     for name in names:
-        target = fleet.routing.chat_target(name)
+        try:
+            target = fleet.routing.chat_target(name)
+        except ConfigError:  # not a chat model (the run checked its names before it started)
+            continue
         if target.kind != "model":
             continue
         for replica in fleet.client(name).pool.replicas:
