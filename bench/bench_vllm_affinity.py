@@ -4,8 +4,9 @@
 replicas, one core each, prefix caching on, a 256 MiB KV cache each (65,536 tokens: every session in flight
 fits on either replica). The loop (tests/affinity_loop.py): 40 tasks x 8 rounds, each round +~200 tokens
 (a tool result of 190 words, each about one token of the model's tokenizer) on a ~430-token start, 16 tasks
-in flight, 16 output tokens a call (ignore_eos, temperature 0), 0.5-1.5 s in the tool between rounds (about
-as long as a call here; shorter, and least loaded often sends a task back to the replica it just left). Both
+in flight, 4 output tokens a call (ignore_eos, temperature 0: the calls are prefill, what affinity saves),
+1-3 s in the tool between rounds (as long as a call or two here: shorter, and least loaded often sends a
+task back to the replica it just left, whose slot its own call freed; `same replica` shows how often). Both
 modes run on the same replicas with prompts salted per run (the salt opens the system message), so neither
 finds the other's cache; they alternate (least loaded first, then affine) ROUNDS times.
 
@@ -43,7 +44,7 @@ BLOCK = 128
 ROUNDS = int(os.environ.get("BENCH_VLLM_AFFINITY_ROUNDS", "2"))
 CONCURRENCY = 16
 SHAPE = dict(tasks=40, min_rounds=8, max_rounds=8, system_words=300, problem_words=100, grow_words=190,
-             max_tokens=16, tool_s=1.0, ignore_eos=True)
+             max_tokens=4, tool_s=2.0, ignore_eos=True)
 
 
 def write_topology(directory: Path) -> tuple[Path, list[int]]:

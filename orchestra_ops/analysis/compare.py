@@ -151,8 +151,7 @@ def intended_differences(a: RunData, b: RunData) -> list[Difference]:
     ma, mb = manifest_of(a.run_json) or {}, manifest_of(b.run_json) or {}
     out = _same(_placement_free(ma.get("routing")), _placement_free(mb.get("routing")), "routing",
                 f"A: {_routing_text(ma.get('routing'))}; B: {_routing_text(mb.get('routing'))}")
-    out += _same(_affinities(ma.get("routing")), _affinities(mb.get("routing")), "affinity",
-                 f"A: {_affinity_text(ma.get('routing'))}; B: {_affinity_text(mb.get('routing'))}")
+    out += _affinity_difference(_affinities(ma.get("routing")), _affinities(mb.get("routing")))
     out += _same(ma.get("topology_sha256"), mb.get("topology_sha256"), "topology file")
     out += _same(ma.get("endpoints_sha256"), mb.get("endpoints_sha256"), "endpoints")
     out += _same(_version(ma.get("ops")), _version(mb.get("ops")), "ops version")
@@ -177,16 +176,20 @@ def _affinities(routing: Any) -> dict[str, Any]:
     return {str(r.get("role")): r.get("affinity") for r in routing if isinstance(r, dict) and r.get("kind") == "model"}
 
 
-def _affinity_text(routing: Any) -> str:
-    parts = []
-    for role, affinity in sorted(_affinities(routing).items()):
-        if isinstance(affinity, dict):
-            mode = affinity.get("mode")
-            factor = f" (load factor {affinity.get('load_factor')})" if mode == "session" else ""
-            parts.append(f"{role} {mode}{factor}")
-        else:
-            parts.append(f"{role} (not recorded)")
-    return ", ".join(parts) or "(none)"
+def _affinity_difference(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+    """The roles both runs have whose affinity differs (other roles are a routing difference already)."""
+    changed = [role for role in sorted(set(a) & set(b)) if a[role] != b[role]]
+    if not changed:
+        return []
+    return [Difference("affinity", "; ".join(f"{role}: A {_affinity_text(a[role])}, B {_affinity_text(b[role])}"
+                                             for role in changed))]
+
+
+def _affinity_text(affinity: Any) -> str:
+    if not isinstance(affinity, dict):
+        return "(not recorded)"
+    mode = affinity.get("mode")
+    return f"{mode} (load factor {affinity.get('load_factor')})" if mode == "session" else str(mode)
 
 
 def _routing_text(routing: Any) -> str:

@@ -161,5 +161,4 @@ def test_hle_sessions_keep_their_replica_and_its_prefix_cache(tmp_path: Path, st
     report = json.loads(compared.stdout)
     assert report["equivalent"], report["differences"]
     affinity = [d for d in report["intended_differences"] if d["item"] == "affinity"]
-    assert affinity and "orchestrator session (load factor 1.25)" in affinity[0]["detail"]
-    assert "orchestrator none" in affinity[0]["detail"]
+    assert affinity and "orchestrator: A session (load factor 1.25), B none" in affinity[0]["detail"]
