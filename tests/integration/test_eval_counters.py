@@ -26,10 +26,10 @@ def _lines(path: Path) -> int:
 
 
 def test_a_restart_and_another_clients_traffic_are_named(tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
-    survivor = sim_server("m", args=["--latency-ms", "40"])
-    victim = sim_server("m", args=["--latency-ms", "40"])
+    survivor = sim_server("m", args=["--latency-ms", "100"])
+    victim = sim_server("m", args=["--latency-ms", "100"])
     config = model_config(tmp_path / "mc.json", {"m": [survivor, victim]})
-    data = dataset(tmp_path / "d.jsonl", range(400))
+    data = dataset(tmp_path / "d.jsonl", range(600))
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([*OPS, "eval", "chat", "--dataset", str(data), "--model-config", str(config), "--run-dir",
                              str(run_dir), "--concurrency", "4", "--progress-every", "0.5"],
@@ -44,13 +44,14 @@ def test_a_restart_and_another_clients_traffic_are_named(tmp_path: Path, sim_ser
                                 json={"model": "m", "messages": [{"role": "user", "content": f"not the run's {i}"}]})
             assert answer.status_code == 200
         victim.stop()  # by pid, mid-run; then a new process on the same port: its counters start again
-        restarted = sim_server("m", port=victim.port, args=["--latency-ms", "40"])
+        restarted = sim_server("m", port=victim.port, args=["--latency-ms", "100"])
+        assert proc.poll() is None, "the run ended before the replica came back"
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             kill_tree(proc.pid)
     assert proc.returncode == 0, err
-    assert sorted(r["id"] for r in results(run_dir)) == list(range(400))
+    assert sorted(r["id"] for r in results(run_dir)) == list(range(600))
     events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
     readings = [(e["phase"], e["replica"]) for e in events if e["type"] == "replica_counters"]
     assert sorted(readings) == sorted((phase, f"127.0.0.1:{s.port}") for phase in ("start", "end")
