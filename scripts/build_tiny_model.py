@@ -14,10 +14,10 @@ hidden 128, tool/think tags added as ordinary tokens so the hermes parser sees t
 A `.done` stamp is written last (`.tiny-model/.done` for the model and adapter, `.tiny-model/prefill/.done`
 for the prefill model); an existing complete build is left alone.
 
-The prefill model (`PREFILL`): hidden 512, 4 layers, 8 heads / 2 KV heads (head_dim 64), intermediate 1536,
-13.1 M parameters (52 MB fp32), 8,192 positions. Sized so that on one core of the 2-core dev box a 2,000-token
-prompt's prefill takes 0.2-1 s in vLLM (the measured figures are in topologies/vllm_cpu_prefill.yaml), while a
-replica stays under 2.5 GB: its KV costs 4 KiB a token (4 layers x K,V x 2 heads x 64 x 4 bytes).
+The prefill model (`PREFILL`): hidden 256, 4 layers, 4 heads / 2 KV heads (head_dim 64), intermediate 768,
+3.7 M parameters (15 MB fp32), 8,192 positions. Sized so that on one core of the 2-core dev box a 2,000-token
+prompt's prefill takes 0.2-1 s in vLLM (measured: topologies/vllm_cpu_prefill.yaml), while a replica stays
+under 2.5 GB: its KV costs 4 KiB a token (4 layers x K,V x 2 heads x 64 x 4 bytes).
 """
 
 from __future__ import annotations
