@@ -127,10 +127,10 @@ def _add(profile: Profile, data: Any) -> None:
     elif kind == "tool_call":
         profile.tool_calls.append(_tool_call(data))
     elif kind == "replica_counters":
-        profile.counters.append({"phase": str(data["phase"]), "model": str(data["model"]),
-                                 "replica": str(data["replica"]), "time": float(data["time"]), **data})
+        profile.counters.append({**data, "phase": str(data["phase"]), "model": str(data["model"]),
+                                 "replica": str(data["replica"]), "time": float(data["time"])})
     elif kind == "session_move":
-        profile.moves.append({"model": str(data["model"]), "reason": str(data.get("reason") or "?"), **data})
+        profile.moves.append({**data, "model": str(data["model"]), "reason": str(data.get("reason") or "?")})
     else:
         profile.unknown_types[str(kind)] = profile.unknown_types.get(str(kind), 0) + 1
 
