@@ -55,6 +55,7 @@ from orchestra_ops.evals.healthbench.scoring import (
 )
 
 from orchestra_ops.client.call_errors import CallError
+from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
@@ -154,8 +155,9 @@ class HealthBenchSuite(BaseSuite):
         kept = _kept_items(previous, items)
         todo = [i for i, old in enumerate(kept) if old is None or old.get("criteria_met") is None]
         template = self.template
-        grades = await asyncio.gather(*(grade_item(ctx, self.judge, grader_prompt(template, conversation, items[i]))
-                                        for i in todo))
+        with session_scope(str(ctx.task_id)):  # the example's judge prompts share its conversation: one replica
+            grades = await asyncio.gather(*(grade_item(ctx, self.judge, grader_prompt(template, conversation, items[i]))
+                                            for i in todo))
         graded = dict(zip(todo, grades, strict=True))
         rubric_items = [_item_record(items[i], kept[i], graded.get(i)) for i in range(len(items))]
         failed = [g for g in grades if g.criteria_met is None]

@@ -2,8 +2,9 @@
 
 stats.json holds: the scores (the suite's scores.json and the score recomputed from results),
 tasks (finished, failed, errors by type, latency, the slowest ids), tokens and cost per role
-(`usage`, cache hits apart), model calls per role and per
-model (latency summary, errors, tokens), tools end to end and the expert call alone, each tool's
+(`usage`, cache hits apart), model calls per role and per model (latency summary, errors, tokens), placement
+per model (calls per replica, session moves, the replicas' prefix-cache hit rate: placement.py), tools end to
+end and the expert call alone, each tool's
 parts, throughput (calls and tasks per second over the busy time), the timeline, and one linear
 and one log-spaced histogram per metric. `analyze_run` also draws the plots and writes
 report.html (see plots.py, report.py).
@@ -28,6 +29,7 @@ from orchestra_ops.analysis.latency import (
     tool_rows,
 )
 from orchestra_ops.analysis.outcome import Analysis, Metric
+from orchestra_ops.analysis.placement import placement
 from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
 from orchestra_ops.analysis.task_scores import task_scores
 from orchestra_ops.analysis.timeline import busy_seconds, timeline
@@ -78,6 +80,7 @@ def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]
         "by_tool": {"e2e": tool_rows(profile.tool_calls, expert=False),
                     "expert": tool_rows(profile.tool_calls, expert=True)},
         "tool_parts": tool_part_rows(profile.tool_calls),
+        "placement": placement(profile),
         "throughput": {"wall_span_s": (span[1] - span[0]) if span else None, "busy_s": busy,
                        "calls_per_s": len(calls) / busy if busy > 0 else None,
                        "tasks_per_s": len(run.records) / busy if busy > 0 and run.records else None},

@@ -48,6 +48,11 @@ COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--topology"], help="A topology file, or the name of a topology that is up (default: the latest)."),
     click.Option(["--model-config"], type=click.Path(dir_okay=False),
                  help="An endpoints file (model_config JSON); its keys are the roles."),
+    click.Option(["--affinity"], type=click.Choice(["session", "none"]),
+                 help="How calls are spread over a model's replicas: `session` keeps each unit of work (an "
+                      "agent task, a tau2 side, a HealthBench example) on one replica, where vLLM's prefix "
+                      "cache holds its history, under a load bound; `none` sends every call to the least "
+                      "loaded. Default: each model's routing.affinity in the topology (session)."),
     click.Option(["--no-analyze"], is_flag=True,
                  help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
     click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
@@ -182,7 +187,8 @@ def eval_options(values: dict[str, Any], suite_options: dict[str, Any]) -> EvalO
                        cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
                        cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
                        notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1",
-                       unavailable_wait_s=values["fleet_wait"], max_cost=values["max_cost"])
+                       unavailable_wait_s=values["fleet_wait"], max_cost=values["max_cost"],
+                       affinity=values["affinity"])
 
 
 def _run(name: str, suite: Suite, options: EvalOptions, *, analyze: bool) -> None:

@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestra_ops.client.affinity import session_header
 from orchestra_ops.client.cache import ResponseCache, request_key
 from orchestra_ops.client.call_errors import CallError, TransportError
-from orchestra_ops.client.callctx import current_role
+from orchestra_ops.client.callctx import current_role, current_session
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.pricing import Price
 from orchestra_ops.client.prompt_size import estimate_prompt_tokens
@@ -90,19 +91,25 @@ class ModelClient:
     price: Price | None = None  # the target's pricing: each call's cost goes into its event
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
-                   **params: Any) -> ChatResult:
-        """POST /chat/completions; retry what can succeed next time; raise CallError otherwise."""
+                   session: str | None = None, **params: Any) -> ChatResult:
+        """POST /chat/completions; retry what can succeed next time; raise CallError otherwise.
+
+        `session`: the call's session key (default: the `current_session` of the calling context);
+        with the pool's affinity on, it picks the replica and is sent as `x-session-id`.
+        """
+        if session is None:
+            session = current_session.get()
         if self.slots is not None:
             async with self.slots:
-                return await self._timed_chat(messages, role, task, params)
-        return await self._timed_chat(messages, role, task, params)
+                return await self._timed_chat(messages, role, task, session, params)
+        return await self._timed_chat(messages, role, task, session, params)
 
     async def _timed_chat(self, messages: Sequence[Message], role: str, task: str | int | None,
-                          params: Mapping[str, Any]) -> ChatResult:
+                          session: str | None, params: Mapping[str, Any]) -> ChatResult:
         start_wall, start = time.time(), time.monotonic()
         token = current_role.set(role or self.name)  # what a stall report says this task waits on
         try:
-            result = await self._chat(list(messages), params)
+            result = await self._chat(list(messages), params, session)
         except CallError as exc:
             self._report(role, task, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
             raise
@@ -156,8 +163,10 @@ class ModelClient:
         if isinstance(wanted, int) and prompt + wanted > limit:
             body[key] = limit - prompt  # vLLM refuses prompt + max_tokens > max_model_len with a 400
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, session: str | None) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
+        if session is not None and self.pool.sessions is not None:
+            headers["x-session-id"] = session_header(session)  # a router in front keeps the same affinity
         if self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)  # read at call time; never stored or logged
             if not key:
@@ -166,7 +175,7 @@ class ModelClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    async def _chat(self, messages: list[Message], params: Mapping[str, Any]) -> ChatResult:
+    async def _chat(self, messages: list[Message], params: Mapping[str, Any], session: str | None) -> ChatResult:
         body = self.build_body(messages, params)
         payload = json.dumps(body).encode()
         key = None
@@ -182,8 +191,8 @@ class ModelClient:
         last: CallError | None = None
         previous: Replica | None = None
         for attempt in range(1, attempts + 1):
-            headers = self._headers()
-            replica = await self.pool.acquire(avoid=previous)
+            headers = self._headers(session)
+            replica = await self.pool.acquire(avoid=previous, session=session)
             previous = replica
             outcome: Outcome = "busy"  # neutral unless set below: a cancelled call says nothing of the replica
             retry_after: float | None = None

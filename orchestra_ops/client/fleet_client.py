@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from orchestra_ops.client.affinity import Move
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
@@ -44,6 +45,7 @@ class FleetClient:
         self.on_call = on_call
         self._clients: dict[str, ModelClient] = {}
         self.on_eject: Callable[[str, str, str], None] | None = None  # each pool's ejections (pool, replica, reason)
+        self.on_move: Callable[[str, Move], None] | None = None  # each pool's session moves (pool, move)
 
     def check(self, names: Iterable[str]) -> list[Target]:
         """Resolve every name a run will call, before any request: unknown names, models without
@@ -74,8 +76,10 @@ class FleetClient:
             replicas = [Replica.for_provider(target.base_url, target.max_concurrency or self.replica_cap)]
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
-        pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s)
+        pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s,
+                           affinity=target.affinity)
         pool.on_eject = self.on_eject
+        pool.on_move = self.on_move
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
                                                                          or self.request_timeout_s)
         limit = self._limits.get(target.name)
@@ -92,6 +96,11 @@ class FleetClient:
                            api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache,
                            identity=identity, price=target.price)
 
+    def end_session(self, session: str) -> None:
+        """A unit of work is done: every pool forgets where its session was (the table stays bounded)."""
+        for client in self._clients.values():
+            client.pool.end_session(session)
+
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).
 
@@ -104,8 +113,8 @@ class FleetClient:
         self._limits[target.name] = concurrency
 
     async def chat(self, name: str, messages: Sequence[Message], *, task: str | int | None = None,
-                   **params: Any) -> ChatResult:
-        return await self.client(name).chat(messages, role=name, task=task, **params)
+                   session: str | None = None, **params: Any) -> ChatResult:
+        return await self.client(name).chat(messages, role=name, task=task, session=session, **params)
 
     async def discover_limits(self, names: Iterable[str]) -> None:
         """Best effort: read `max_model_len` from `/v1/models` for local models that do not declare it."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from orchestra_ops.client.affinity import Affinity, AffinityMode
 from orchestra_ops.client.pricing import Price
 from orchestra_ops.config.topology import Pricing, Topology
 from orchestra_ops.errors import ConfigError
@@ -43,6 +44,7 @@ class Target:
     revision: str | None = None  # engine_args' --revision (a hub model's revision), for the response cache's key
     adapter_path: str | None = None  # a LoRA adapter: its directory (lora_modules, or lora.json of `ops lora load`)
     price: Price | None = None  # the topology's `pricing` (None: calls are not priced)
+    affinity: Affinity = field(default_factory=Affinity)  # how its pool places session calls (topology `routing:`)
 
     @property
     def where(self) -> str:
@@ -97,6 +99,13 @@ class Routing:
         """The `api_key_env` variable of every provider declared (called by this run or not): what a run redacts."""
         return sorted({t.api_key_env for t in self.targets.values() if t.api_key_env})
 
+    def with_affinity(self, mode: AffinityMode) -> Routing:
+        """The same routing with every model's affinity mode set to `mode` (`ops eval --affinity`);
+        each keeps its load factor. Providers keep theirs (none: a single endpoint)."""
+        targets = {key: replace(t, affinity=Affinity(mode, t.affinity.load_factor)) if t.kind == "model" else t
+                   for key, t in self.targets.items()}
+        return replace(self, targets=targets)
+
     def table(self) -> list[tuple[str, str, str, str]]:
         """Rows (role, target, kind, replicas) for the routing table a run prints at start."""
         rows: list[tuple[str, str, str, str]] = []
@@ -119,7 +128,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
                               checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"),
-                              price=_price(model.pricing))
+                              price=_price(model.pricing),
+                              affinity=Affinity(model.routing.affinity, model.routing.load_factor))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     paths = {**(adapter_paths or {}),
              **{name: path for model in topology.models.values() for name, path in model.lora_modules.items()}}
@@ -135,7 +145,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
                               api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
                               request_defaults=dict(provider.request_defaults),
-                              request_timeout_s=provider.request_timeout_s, price=_price(provider.pricing))
+                              request_timeout_s=provider.request_timeout_s, price=_price(provider.pricing),
+                              affinity=Affinity("none"))  # one endpoint; nothing about our tasks leaves
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,

@@ -23,8 +23,9 @@ from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, Work, run_tasks
 from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.options import PreparedRun
-from orchestra_ops.runner.profile import ProfileWriter
+from orchestra_ops.runner.profile import Event, ProfileWriter
 from orchestra_ops.runner.progress import Progress
+from orchestra_ops.runner.replica_counters import read_counters
 from orchestra_ops.runner.run_events import EventLog
 from orchestra_ops.runner.spend import SpendMeter
 from orchestra_ops.runner.task_context import RunContext
@@ -68,6 +69,8 @@ async def run_loop(built: BuiltRun) -> None:
             loop.call_later(run.options.wall_timeout_s, controller.time_out)
         try:
             await built.fleet.discover_limits(run.names)
+            for reading in await read_counters(built.fleet, run.names, "start"):  # affinity is seen, not assumed
+                keep_event(built.profile, controller, reading)
             await run_tasks(run.todo, _worker(built), concurrency=run.options.concurrency,
                             task_timeout_s=run.task_timeout_s, on_done=_recorder(built), progress=built.progress,
                             controller=controller)
@@ -75,7 +78,11 @@ async def run_loop(built: BuiltRun) -> None:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            await built.fleet.close()
+            try:
+                for reading in await read_counters(built.fleet, run.names, "end"):
+                    keep_event(built.profile, controller, reading)
+            finally:
+                await built.fleet.close()
 
 
 def _recorder(built: BuiltRun) -> Callable[[Record, float], None]:
@@ -108,12 +115,22 @@ def _worker(built: BuiltRun) -> Work:
     async def work(sample: Sample) -> dict[str, Any]:
         current_task.set(sample["id"])  # this task's own context: what a stall report names
         monitor.inflight.task_started(sample["id"])
+        ctx = context(sample)
         try:
-            return await run.suite.run(sample, context(sample))
+            return await run.suite.run(sample, ctx)
         finally:
+            ctx.end()  # the unit's sessions end with it: the pools' session tables stay bounded
             monitor.inflight.task_finished(sample["id"])
 
     return work
+
+
+def keep_event(profile: ProfileWriter, controller: Controller, event: Event) -> None:
+    """One more profile event (a session move, a replica's counters); a full disk stops the run."""
+    try:
+        profile(event)
+    except DiskFull as exc:
+        controller.fail(exc)
 
 
 async def _tick(built: BuiltRun) -> None:

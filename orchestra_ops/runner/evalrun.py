@@ -34,7 +34,7 @@ from orchestra_ops.core.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
 from orchestra_ops.runner.dataset import sample_id
 from orchestra_ops.runner.engine import Controller
-from orchestra_ops.runner.evalloop import BuiltRun, run_loop
+from orchestra_ops.runner.evalloop import BuiltRun, keep_event, run_loop
 from orchestra_ops.runner.fleetwatch import FleetWatch, fleet_down_recorded
 from orchestra_ops.runner.inflight import InFlight, TrackingTransport
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
@@ -45,6 +45,7 @@ from orchestra_ops.runner.preflight import check_live
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.profile_reader import read_profile
 from orchestra_ops.runner.progress import Progress, format_duration
+from orchestra_ops.runner.replica_counters import MoveEvent
 from orchestra_ops.runner.run_events import EventLog
 from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.spend import SpendMeter
@@ -168,6 +169,7 @@ def _wire_fleet(fleet: FleetClient, events: EventLog, profile: ProfileWriter, co
         spend.note(event, controller)
 
     fleet.on_eject = on_eject
+    fleet.on_move = lambda pool, move: keep_event(profile, controller, MoveEvent(pool, move, time.time()))
     fleet.on_call = on_call  # before any client exists: every client reports its calls
 
 

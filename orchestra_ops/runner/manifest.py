@@ -10,7 +10,8 @@ before the first request:
                                           --dedupe, as the suite makes its units): sorted JSON texts, one a line
     judge                                 the judge roles: target, kind, served name, where, request defaults,
                                           and the suite's judge options (None for suites without a judge)
-    routing                               every role: target, kind, served_name, replicas, where
+    routing                               every role: target, kind, served_name, replicas, where, and for
+                                          a model its affinity (mode, load_factor: topology, then --affinity)
     topology_sha256, endpoints_file, endpoints_sha256
     cli                                   this invocation's options
     ops                                   version, git_commit, git_dirty (when known)
@@ -96,6 +97,8 @@ def _target_row(role: str, routing: Routing, key: str) -> dict[str, Any]:
                            "where": target.where}
     if target.request_defaults:
         row["request_defaults"] = redact(dict(target.request_defaults))
+    if target.kind == "model":
+        row["affinity"] = {"mode": target.affinity.mode, "load_factor": target.affinity.load_factor}
     return row
 
 

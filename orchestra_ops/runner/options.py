@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.affinity import AffinityMode
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.lock import RunDirLock
@@ -47,6 +48,7 @@ class EvalOptions:
     stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
     notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
     supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
+    affinity: AffinityMode | None = None  # --affinity: every model's routing.affinity (None: the topology's)
     max_cost: float | None = None  # --max-cost USD: stop taking tasks once the run dir's spend passes it (spend.py)
 
 

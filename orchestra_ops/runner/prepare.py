@@ -71,6 +71,8 @@ def prepare(options: EvalOptions, suite: Suite) -> PreparedRun:
         raise ConfigError("--concurrency must be at least 1")
     templates = load_templates(suite.template_files, options.templates, suite.template_fields)
     routing = load_routing(options.topology, options.model_config)
+    if options.affinity is not None:
+        routing = routing.with_affinity(options.affinity)
     install_redactor(Redactor.from_env(routing.secret_variables()))  # from here on no provider key is stored/printed
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
     info = read_run_info(run_dir) or {}
