@@ -32,8 +32,8 @@ import yaml
 
 from bench.tables import table
 from bench.vllm_fleet import VLLM, down, up
-from orchestra_ops.client.prefix_counters import PrefixCounters, parse_prefix_counters
 from orchestra_ops.client.routing import from_model_config
+from orchestra_ops.fleet.prefix_counters import PrefixCounters, parse_prefix_counters
 from tests.affinity_loop import LoopResult, LoopShape, block_ideal, run_loop
 from tests.helpers import REPO, free_port_block
 

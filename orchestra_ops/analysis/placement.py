@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from orchestra_ops.client.prefix_counters import PrefixCounters, window
+from orchestra_ops.fleet.prefix_counters import PrefixCounters, window
 from orchestra_ops.runner.profile_reader import ModelCall, Profile
 
 

@@ -5,7 +5,7 @@
                        datasets="gsm8k,mmlu", max_drop=1.0, timeout_s=3600)
     if result["verdict"] == "block": ...        # or "pass", or "inconclusive" (the CLI's exit 6)
 
-`posttrain` returns what posttrain.json holds (orchestra_ops/posttrain.py has the fields and the rule)
+`posttrain` returns what posttrain.json holds (orchestra_ops/posttrain/ has the fields and the rule)
 and raises ConfigError (bad input), LaunchError (fleet or adapter load), EvalError (units failed),
 RunTimeout (the limit; calling again resumes), each an OpsError with its exit code.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 from orchestra_ops.api.session import evaluate
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.posttrain import PosttrainOptions
-from orchestra_ops.posttrain import posttrain as gate
+from orchestra_ops.posttrain.gate import posttrain as gate
+from orchestra_ops.posttrain.options import PosttrainOptions
 
 
 def posttrain(*, topology: str, model: str, adapter: str, **options: Any) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def posttrain(*, topology: str, model: str, adapter: str, **options: Any) -> dic
 
 
 def run_posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """orchestra_ops/posttrain.py's gate with its eval run by the one eval session (`evaluate`); `ops posttrain`
+    """orchestra_ops/posttrain/gate.py with its eval run by the one eval session (`evaluate`); `ops posttrain`
     calls this too. `console` gets the run's log lines."""
     return gate(options, session=evaluate, console=console)
 

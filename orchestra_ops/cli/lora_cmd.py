@@ -1,4 +1,4 @@
-"""`ops lora load|unload|list`: LoRA adapters in and out of a running fleet (orchestra_ops/lora/runtime.py)."""
+"""`ops lora load|unload|list`: LoRA adapters in and out of a running fleet (orchestra_ops/fleet/lora/runtime.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_JSON
 def load(name: str, path: str, model: str | None, timeout: float, topology: str | None, as_json: bool) -> None:
     """Load adapter NAME from directory PATH into every replica of a running model (all or none)."""
-    from orchestra_ops.lora.runtime import load_adapter
+    from orchestra_ops.fleet.lora.runtime import load_adapter
 
     report = load_adapter(name, path, model=model, topology=topology, timeout_s=timeout)
     if as_json:
@@ -58,7 +58,7 @@ def load(name: str, path: str, model: str | None, timeout: float, topology: str 
 @_JSON
 def unload(name: str, model: str | None, topology: str | None, as_json: bool) -> None:
     """Unload adapter NAME from every replica that serves it; it leaves the endpoints file."""
-    from orchestra_ops.lora.runtime import unload_adapter
+    from orchestra_ops.fleet.lora.runtime import unload_adapter
 
     report = unload_adapter(name, model=model, topology=topology)
     if as_json:
@@ -74,7 +74,7 @@ def unload(name: str, model: str | None, topology: str | None, as_json: bool) ->
 @_JSON
 def list_(topology: str | None, as_json: bool) -> None:
     """The adapters each model replica serves now (from its /v1/models)."""
-    from orchestra_ops.lora.runtime import list_adapters
+    from orchestra_ops.fleet.lora.runtime import list_adapters
 
     listing = list_adapters(topology)
     if as_json:

@@ -2,7 +2,7 @@
 
 Exit codes: 0 pass, 1 block, 2 bad input, 3 fleet or adapter load, 4 eval failure, 6 inconclusive
 (the interval holds -max-drop: the message says how many samples would likely decide it), 124 time
-limit (rerunning the same command resumes). The library: orchestra_ops/posttrain.py, its eval run by the one
+limit (rerunning the same command resumes). The library: orchestra_ops/posttrain/, its eval run by the one
 eval session (orchestra_ops/api/training.py's run_posttrain passes orchestra_ops.api.evaluate in).
 """
 
@@ -56,7 +56,7 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
     from orchestra_ops.cli.eval_cmd import cache_path
     from orchestra_ops.errors import Inconclusive
     from orchestra_ops.evals.opencompass.multi import parse_dataset_dirs
-    from orchestra_ops.posttrain import inconclusive_message
+    from orchestra_ops.posttrain.decision import inconclusive_message
 
     options = PosttrainOptions(topology=topology, model=model, adapter=adapter, datasets=datasets, max_drop=max_drop,
                                timeout_s=timeout, up=up, down=down, run_dir=run_dir, concurrency=concurrency,

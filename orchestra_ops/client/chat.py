@@ -20,6 +20,7 @@ from orchestra_ops.client.pricing import Price
 from orchestra_ops.client.prompt_size import estimate_prompt_tokens
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_retry_after
+from orchestra_ops.core.error_body import error_message
 
 Message = Mapping[str, Any]
 CACHE_REPLICA = "cache"  # the replica a cached answer names (profile.jsonl also marks it "cache": "hit")
@@ -245,23 +246,6 @@ class ModelClient:
                           finish_reason=choice.get("finish_reason"),
                           prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
                           replica=address, attempts=attempt, latency_s=latency)
-
-
-def error_message(body: bytes) -> str:
-    """vLLM answers `{"message": …}` (or `{"error": {"message": …}}` like OpenAI); else the raw text."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body[:500].decode(errors="replace").strip() or "(empty body)"
-    if isinstance(data, dict):
-        inner = data.get("error")
-        if isinstance(inner, dict) and "message" in inner:
-            return str(inner["message"])
-        if "message" in data:
-            return str(data["message"])
-        if "detail" in data:
-            return str(data["detail"])
-    return json.dumps(data)[:500]
 
 
 def _kind_for(status: int, message: str) -> str:

@@ -10,7 +10,7 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.core.paths import endpoints_path, latest_topology_name, state_path
 from orchestra_ops.errors import ConfigError, StateError
 from orchestra_ops.fleet.endpoints import read_endpoints
-from orchestra_ops.fleet.lora_records import runtime_adapter_paths, runtime_adapters
+from orchestra_ops.fleet.lora.loaded import runtime_adapter_paths, runtime_adapters
 from orchestra_ops.fleet.state import read_state
 
 

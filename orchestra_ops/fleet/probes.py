@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from orchestra_ops.client.prefix_counters import PrefixCounters, parse_prefix_counters
+from orchestra_ops.fleet.prefix_counters import PrefixCounters, parse_prefix_counters
 
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 

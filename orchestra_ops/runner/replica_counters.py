@@ -27,9 +27,9 @@ from typing import Any, Literal
 from orchestra_ops.client.affinity import Move
 from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.fleet_client import FleetClient
-from orchestra_ops.client.prefix_counters import PrefixCounters, parse_prefix_counters
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fleet.prefix_counters import PrefixCounters, parse_prefix_counters
 
 METRICS_TIMEOUT_S = 5.0
 Phase = Literal["start", "end"]

@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
-from orchestra_ops.client.prefix_counters import parse_prefix_counters
 from orchestra_ops.client.routing import from_model_config
+from orchestra_ops.fleet.prefix_counters import parse_prefix_counters
 from tests.affinity_loop import LoopResult, LoopShape, block_ideal, run_loop
 from tests.helpers import REPO
 from tests.realvllm import VllmServer, vllm_missing

@@ -8,7 +8,8 @@ import pytest
 from orchestra_ops.evals.opencompass.multi import parse_dataset_dirs, parse_datasets, read_summary_rows
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.posttrain import parse_adapter, samples_to_decide, verdict
+from orchestra_ops.posttrain.decision import samples_to_decide, verdict
+from orchestra_ops.posttrain.options import parse_adapter
 
 
 @pytest.mark.parametrize(("ci95", "max_drop", "expected"), [

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import httpx
 
-from orchestra_ops.client.prefix_counters import PrefixCounters, parse_prefix_counters, window
+from orchestra_ops.fleet.prefix_counters import PrefixCounters, parse_prefix_counters, window
 from orchestra_ops.fleet.probes import State, Target, parse_metrics, probe_all_sync
 from tests.simserver import SimServer
 

@@ -1,4 +1,4 @@
-"""The fleet and adapter steps of `ops posttrain` (posttrain.py), each within what is left of `--timeout`.
+"""The fleet and adapter steps of `ops posttrain` (gate.py), each within what is left of `--timeout`.
 
     _bring_up    `ops up` (its readiness wait bounded), or the fleet as it is when it is up already
     _load        the adapter into every replica, all or none (lora/runtime.py: adopted where it is served
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from orchestra_ops.errors import LaunchError, OpsError, RunTimeout
 
 if TYPE_CHECKING:
-    from orchestra_ops.posttrain import PosttrainOptions
+    from orchestra_ops.posttrain.options import PosttrainOptions
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def load(name: str, adapter_dir: Path, options: PosttrainOptions, topology: str,
           console: Callable[[str], None] | None, limit: Deadline) -> None:
     """Load the adapter everywhere (all or none) within the limit; replicas that serve it from the same dir
     already (an earlier call) are adopted (lora/runtime.py). A signal rolls the load back (exit 130)."""
-    from orchestra_ops.lora.runtime import load_adapter
+    from orchestra_ops.fleet.lora.runtime import load_adapter
 
     timeout = limit.left(options.load_timeout_s)
     assert timeout is not None
@@ -106,7 +106,7 @@ def load(name: str, adapter_dir: Path, options: PosttrainOptions, topology: str,
 
 def unload(name: str, topology: str, console: Callable[[str], None] | None, limit: Deadline) -> None:
     """Unload within what is left of the limit, but at least UNLOAD_GRACE_S; a failure is a warning."""
-    from orchestra_ops.lora.runtime import unload_adapter
+    from orchestra_ops.fleet.lora.runtime import unload_adapter
 
     timeout = limit.left(60.0, floor=UNLOAD_GRACE_S)
     assert timeout is not None

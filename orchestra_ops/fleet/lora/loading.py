@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from orchestra_ops.fleet.lora.calls import ReplicaOutcome, load_one, model_cards, unload_one
 from orchestra_ops.fleet.state import ProcessRecord
-from orchestra_ops.lora.calls import ReplicaOutcome, load_one, model_cards, unload_one
 
 T = TypeVar("T")
 

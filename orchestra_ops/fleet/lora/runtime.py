@@ -30,10 +30,10 @@ from orchestra_ops.config.topology import Topology
 from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import ConfigError, Interrupted, LaunchError, StateError
 from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints
-from orchestra_ops.fleet.lora_records import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.lora.calls import ReplicaOutcome, each, model_cards, unload_one
+from orchestra_ops.fleet.lora.loaded import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.lora.loading import SURVEY_TIMEOUT_S, load_or_roll_back, refusal, same_dir, survey
 from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name
-from orchestra_ops.lora.calls import ReplicaOutcome, each, model_cards, unload_one
-from orchestra_ops.lora.loading import SURVEY_TIMEOUT_S, load_or_roll_back, refusal, same_dir, survey
 
 LOAD_TIMEOUT_S = 300.0  # a real replica reads the weights from disk before it answers
 

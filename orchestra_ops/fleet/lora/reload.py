@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from orchestra_ops.fleet.endpoints import Endpoints
-from orchestra_ops.fleet.lora_records import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.lora.calls import ReplicaOutcome, each, unload_one
+from orchestra_ops.fleet.lora.loaded import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.lora.loading import load_or_roll_back, where_served
 from orchestra_ops.fleet.state import FleetState, ProcessRecord
-from orchestra_ops.lora.calls import ReplicaOutcome, each, unload_one
-from orchestra_ops.lora.loading import load_or_roll_back, where_served
 
 RELOAD_TIMEOUT_S = 300.0  # as `ops lora load`: a real replica reads the weights from disk first
 
