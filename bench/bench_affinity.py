@@ -34,7 +34,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import replies
 from orchestra_ops.services.simllm.prefix_cache import PrefixCache
 
 from bench.tables import table
@@ -60,7 +60,7 @@ def ideal_hits(result: LoopResult) -> int:
         cache = PrefixCache(capacity_blocks=1 << 30)
         for messages in rounds:
             body = {"model": MODEL, "messages": messages}
-            total += cache.admit(rules.prompt_key(body), rules.prompt_tokens(body))[0]
+            total += cache.admit(replies.prompt_key(body), replies.prompt_tokens(body))[0]
     return total
 
 

@@ -23,7 +23,7 @@ pytest.importorskip("faiss")
 pytest.importorskip("sentence_transformers")
 
 import yaml
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import replies
 from orchestra_ops.services.simllm.prefix_cache import PrefixCache
 
 from tests.helpers import run_ops
@@ -91,7 +91,7 @@ def counted(sims: list[SimServer]) -> tuple[float, float]:
 def ideal_hits(prompts: list[dict[str, Any]]) -> int:
     """What one task's prompts hit, in order, on a replica of its own that keeps everything."""
     cache = PrefixCache(capacity_blocks=1 << 30)
-    return sum(cache.admit(rules.prompt_key(body), rules.prompt_tokens(body))[0] for body in prompts)
+    return sum(cache.admit(replies.prompt_key(body), replies.prompt_tokens(body))[0] for body in prompts)
 
 
 def task_of(body: dict[str, Any]) -> str:
@@ -124,7 +124,7 @@ def test_hle_sessions_keep_their_replica_and_its_prefix_cache(tmp_path: Path, st
             for _, body in row:
                 prompts[task_of(body)].append(body)
         assert len(prompts) == len(ids)
-        assert queries == sum(rules.prompt_tokens(b) for p in prompts.values() for b in p)
+        assert queries == sum(replies.prompt_tokens(b) for p in prompts.values() for b in p)
         rates[mode] = hits / queries
         of_ideal[mode] = hits / sum(ideal_hits(p) for p in prompts.values())
         # ops analyze reports what the replicas counted (read at the start and end of the run), exactly
