@@ -164,6 +164,7 @@ def _warnings_to(tee: TeeLog, *, only_there: bool) -> Iterator[None]:
 def analyze_at_end(run_dir: Path, tee: TeeLog) -> Analysis | None:
     """`ops analyze` on the finished run; its failure is a warning (the results are safe already): None."""
     from orchestra_ops.analysis.analyze import analyze_run
+    from orchestra_ops.analysis.placement import placement_lines
 
     tee.line(f"analysing {run_dir} (skip with --no-analyze) ...")
     try:
@@ -173,6 +174,8 @@ def analyze_at_end(run_dir: Path, tee: TeeLog) -> Analysis | None:
         return None
     if result.plot_note:
         tee.line(f"note: {result.plot_note}")
+    for line in placement_lines(result.stats.get("placement") or {}):
+        tee.line(line)
     tee.line(f"stats: {result.stats_path}")
     tee.line(f"report: {result.report}")
     return result

@@ -24,7 +24,7 @@ from tests.chaos.supervise_fixtures import (
     supervisor_state,
     wait_until,
 )
-from tests.helpers import run_ops
+from tests.helpers import model_calls, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.integration.test_fleet import Harness
 from tests.simserver import SimServer
@@ -47,7 +47,7 @@ def priced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, 
 
 
 def calls(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    return model_calls(run_dir)
 
 
 def cost_of(call: dict[str, Any]) -> float:

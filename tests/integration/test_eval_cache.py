@@ -13,7 +13,7 @@ import pytest
 
 from orchestra_ops.client.identity import directory_fingerprint
 from tests.adapters import make_adapter
-from tests.helpers import run_ops
+from tests.helpers import model_calls, run_ops
 from tests.simserver import SimServer
 
 BASE, FT = "sim/base", "ft"
@@ -38,7 +38,7 @@ def eval_(config: Path, run_dir: Path, *extra: str) -> Any:
 
 
 def profile(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    return model_calls(run_dir)
 
 
 def requests(server: SimServer) -> float:

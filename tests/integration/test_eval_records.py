@@ -15,7 +15,7 @@ from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing, Target
-from tests.helpers import run_ops
+from tests.helpers import model_calls, profile_events, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
 
@@ -40,7 +40,10 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
                       "failed_by_type": {"http_500": failed}, "missing": 0}
     assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in out.stdout
 
-    events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    every = profile_events(run_dir)
+    events = model_calls(run_dir)
+    counted = [(e["type"], e["phase"]) for e in every if e not in events]
+    assert counted == [("replica_counters", "start"), ("replica_counters", "end")]  # the replica's, around the run
     assert Counter(e["task"] for e in events) == Counter(ids)  # one call per task, each with its task id
     assert {e["type"] for e in events} == {"model_call"}
     assert {e["status"] for e in events} == {"ok", "http_500"}
