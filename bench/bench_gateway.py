@@ -37,9 +37,9 @@ import psutil
 
 from bench.bench_ops_bench import run_ops_bench
 from bench.tables import table
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.routing import from_model_config
-from orchestra_ops.endpoints import read_endpoints
+from orchestra_ops.fleet.endpoints import read_endpoints
 from tests.helpers import REPO, free_port, kill_tree
 from tests.simserver import SimServer
 
@@ -179,7 +179,7 @@ def _prefix(sims: list[SimServer]) -> tuple[float, float]:
     return hits, queries
 
 
-async def _conversations(fleet: Fleet, tag: str, with_session: bool) -> None:
+async def _conversations(fleet: FleetClient, tag: str, with_session: bool) -> None:
     rules = " ".join(f"rule {i}: answer in the plain style asked for" for i in range(60))
     histories = {f"{tag}-s{i}": [{"role": "system", "content": f"Session {i} of {tag}. {rules}"},
                                  {"role": "user", "content": f"Session {i} ({tag}) opens with a question."}]
@@ -210,7 +210,7 @@ def affinity(tmp: Path, sims: list[SimServer]) -> None:
                 ("ops gateway, no header (first messages hashed)", via, "none", False),
                 ("ops engine, affinity off", direct, "none", True)):
             routing = from_model_config(read_endpoints(config), source=str(config), name="bench")
-            fleet = Fleet(routing, affinity=mode)  # type: ignore[arg-type]
+            fleet = FleetClient(routing, affinity=mode)  # type: ignore[arg-type]
             before = _prefix(sims)
             started = time.perf_counter()
             asyncio.run(_run_and_close(fleet, label, with_session))
@@ -225,7 +225,7 @@ def affinity(tmp: Path, sims: list[SimServer]) -> None:
           ["route", "hit rate (tokens)", "prompt tokens", "wall s"], rows)
 
 
-async def _run_and_close(fleet: Fleet, tag: str, with_session: bool) -> None:
+async def _run_and_close(fleet: FleetClient, tag: str, with_session: bool) -> None:
     try:
         await _conversations(fleet, tag.replace(" ", "_"), with_session)
     finally:

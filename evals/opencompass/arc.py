@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.postprocess import first_option
 from orchestra_ops.evals.opencompass.sampling import seeded_sample
 from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
@@ -28,7 +29,6 @@ from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_optio
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
 from orchestra_ops.runner.suite import SuiteOption
-from orchestra_ops.runner.templates import packaged
 
 FILES = {"ARC-c": "ARC-c/ARC-Challenge-Dev.jsonl", "ARC-e": "ARC-e/ARC-Easy-Dev.jsonl"}
 FIELDS = ("question", "textA", "textB", "textC", "textD")
@@ -63,8 +63,8 @@ class ArcSuite(OpenCompassSuite):
     """ARC-c and ARC-e as OpenCompass's ARC_*_gen score them: zero-shot, the first option letter found."""
 
     name = "arc"
-    default_dataset = packaged("data/ARC")
-    template_files: Mapping[str, str] = {"question": packaged("templates/arc_question.txt")}
+    default_dataset = packaged("opencompass/data/ARC")
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/arc_question.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"question": FIELDS}
     options = (
         SuiteOption("subsets", "--subset", "choice", "Only ARC-c or ARC-e (repeat for both; default both).",

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.extract import gsm8k_equal, gsm8k_extract, gsm8k_gold
 from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
-from orchestra_ops.runner.templates import packaged
 
 DATASET = "gsm8k"
 
@@ -33,9 +33,9 @@ class Gsm8kSuite(SingleDatasetSuite):
     dataset_name = DATASET
 
     name = "gsm8k"
-    default_dataset = packaged("data/gsm8k")
-    template_files: Mapping[str, str] = {"question": packaged("templates/gsm8k_question.txt"),
-                      "shots": packaged("templates/gsm8k_shots.jsonl")}
+    default_dataset = packaged("opencompass/data/gsm8k")
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/gsm8k_question.txt"),
+                      "shots": packaged("opencompass/templates/gsm8k_shots.jsonl")}
     template_fields: Mapping[str, tuple[str, ...]] = {"question": ("question",)}
     options = common_options(512)
 

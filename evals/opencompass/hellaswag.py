@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.postprocess import first_option
 from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
-from orchestra_ops.runner.templates import packaged
 
 DATASET = "hellaswag"
 TRAIN, VAL = "hellaswag_train_sampled25.jsonl", "hellaswag.jsonl"
@@ -52,9 +52,9 @@ class HellaswagSuite(SingleDatasetSuite):
     dataset_name = DATASET
 
     name = "hellaswag"
-    default_dataset = packaged("data/hellaswag")
-    template_files: Mapping[str, str] = {"instruction": packaged("templates/hellaswag_instruction.txt"),
-                                         "item": packaged("templates/hellaswag_item.txt")}
+    default_dataset = packaged("opencompass/data/hellaswag")
+    template_files: Mapping[str, str] = {"instruction": packaged("opencompass/templates/hellaswag_instruction.txt"),
+                                         "item": packaged("opencompass/templates/hellaswag_item.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"item": FIELDS}
     options = common_options(4096)
 

@@ -3,9 +3,9 @@
 toolorchestra: one {id}.json per task (--out DIR), as ToolOrchestra's eval scripts write them.
 tau2: τ²-bench's results file (--out FILE.json) of a tau2 run (orchestra_ops/evals/tau2/export.py).
 mlflow: one MLflow run per run dir on a tracking server (--tracking-uri, else $MLFLOW_TRACKING_URI),
-idempotent on re-export (orchestra_ops/tracking/mlflow_export.py).
-wandb: an offline W&B run directory under --out (orchestra_ops/tracking/wandb_export.py).
-inspect: an Inspect AI eval log (--out FILE.eval) that `inspect view` opens (orchestra_ops/tracking/inspect_export.py).
+idempotent on re-export (orchestra_ops/export/mlflow_export.py).
+wandb: an offline W&B run directory under --out (orchestra_ops/export/wandb_export.py).
+inspect: an Inspect AI eval log (--out FILE.eval) that `inspect view` opens (orchestra_ops/export/inspect_export.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_ur
            project: str, as_json: bool) -> None:
     """Write a run in another tool's layout or tracking store."""
     if fmt == "mlflow":
-        from orchestra_ops.tracking.mlflow_export import export_mlflow
+        from orchestra_ops.export.mlflow_export import export_mlflow
 
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
@@ -58,7 +58,7 @@ def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_ur
         wanted = {"tau2": "FILE.json", "inspect": "FILE.eval"}.get(fmt, "DIR")
         raise ConfigError(f"--format {fmt} needs --out {wanted}")
     if fmt == "inspect":
-        from orchestra_ops.tracking.inspect_export import export_inspect
+        from orchestra_ops.export.inspect_export import export_inspect
 
         log = export_inspect(Path(run_dir), Path(out), overwrite=overwrite)
         if as_json:
@@ -76,7 +76,7 @@ def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_ur
         click.echo(f"wrote {tau2.simulations} simulation(s) of {tau2.tasks} task(s) to {tau2.out}{note}")
         return
     if fmt == "wandb":
-        from orchestra_ops.tracking.wandb_export import export_wandb
+        from orchestra_ops.export.wandb_export import export_wandb
 
         written = export_wandb(run_dir, out=out, project=project)
         if as_json:

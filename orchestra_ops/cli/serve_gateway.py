@@ -38,7 +38,7 @@ def gateway(topology: str | None, model_config: str | None, host: str, port: int
     every role, model, served name and adapter of the fleet: least-loaded replicas with session affinity
     (x-session-id), retries before the first byte only, /metrics, and a request log `ops analyze` reads."""
     from orchestra_ops.client.cache import default_cache_path
-    from orchestra_ops.client.loop import run
+    from orchestra_ops.client.event_loop import run
     from orchestra_ops.client.retry import RetryPolicy
     from orchestra_ops.gateway.app import GatewayOptions
     from orchestra_ops.gateway.run import ServeOptions, serve

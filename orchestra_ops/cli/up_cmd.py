@@ -10,8 +10,8 @@ from rich.markup import escape
 
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.errors import Interrupted
-from orchestra_ops.fleet import Progress, UpOptions
-from orchestra_ops.fleet import up as fleet_up
+from orchestra_ops.fleet.lifecycle import Progress, UpOptions
+from orchestra_ops.fleet.lifecycle import up as fleet_up
 
 
 class _ProgressLine:
@@ -100,5 +100,7 @@ def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool,
     else:
         console.print(f"{state.name}: {len(state.processes)} processes launched on {where}; not waiting "
                       "(check with `ops health`)", highlight=False)
+    for line in result.adapters:
+        console.print(f"{state.name}: runtime adapter {line} loaded again", highlight=False, markup=False)
     if result.endpoints_file is not None:
         click.echo(str(result.endpoints_file))

@@ -10,8 +10,20 @@ Context variables are copied into child tasks, so a suite's own gather() keeps i
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from contextvars import ContextVar
 
 current_task: ContextVar[str | int | None] = ContextVar("ops_current_task", default=None)
 current_role: ContextVar[str | None] = ContextVar("ops_current_role", default=None)
 current_session: ContextVar[str | None] = ContextVar("ops_current_session", default=None)
+
+
+@contextlib.contextmanager
+def session_scope(key: str | None) -> Iterator[None]:
+    """The model calls made inside the block carry session `key` (None: no session)."""
+    token = current_session.set(key)
+    try:
+        yield
+    finally:
+        current_session.reset(token)

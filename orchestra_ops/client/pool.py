@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from orchestra_ops.client.affinity import Affinity, Move, SessionAffinity
-from orchestra_ops.client.errors import CallError, TransportError
+from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.transport import Transport
 

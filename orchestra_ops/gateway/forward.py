@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestra_ops.client.chat import error_message
-from orchestra_ops.client.errors import CallError, TransportError
+from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_retry_after
+from orchestra_ops.core.error_body import error_message
 from orchestra_ops.gateway.server import Reply
 from orchestra_ops.gateway.upstream import Answer, StreamCut, Upstreams
 

@@ -18,9 +18,9 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestra_ops import redact
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core import redact
 from orchestra_ops.errors import ConfigError, LaunchError, OpsError
 from orchestra_ops.gateway.app import Gateway, GatewayOptions
 from orchestra_ops.gateway.server import HttpServer

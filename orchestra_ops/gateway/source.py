@@ -15,11 +15,12 @@ from pathlib import Path
 
 from orchestra_ops.client.routing import Routing, from_model_config
 from orchestra_ops.client.sources import load_routing
-from orchestra_ops.endpoints import read_endpoints
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.topology import Topology
+from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.lora.records import records_path, runtime_adapter_paths
-from orchestra_ops.paths import endpoints_path
-from orchestra_ops.topology import Topology, load_topology
+from orchestra_ops.fleet.endpoints import read_endpoints
+from orchestra_ops.fleet.lora.loaded import records_path, runtime_adapter_paths
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from orchestra_ops.client.errors import TransportError
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.gateway.upstream_https import HttpsUpstream, StreamCut
 
 __all__ = ["Answer", "StreamCut", "Upstreams"]

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 
-from orchestra_ops.client.errors import TransportError
+from orchestra_ops.client.call_errors import TransportError
 
 
 class StreamCut(Exception):

@@ -12,7 +12,7 @@ import openai
 import pytest
 import yaml
 
-from orchestra_ops.procs import listeners
+from orchestra_ops.core.procs import listeners
 from tests.helpers import free_port, run_ops
 from tests.integration.test_fleet import Harness
 

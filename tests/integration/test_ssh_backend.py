@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestra_ops.procs import listeners
+from orchestra_ops.core.procs import listeners
 from tests.helpers import kill_tree
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
 
