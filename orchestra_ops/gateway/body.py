@@ -25,10 +25,19 @@ def session_of(headers: Mapping[str, str], data: Mapping[str, Any]) -> str | Non
                 break
     if not first:
         return None
-    parts = [part if isinstance(part, str) else json.dumps(part, sort_keys=True, default=str)
-             for part in (first.get("system"), first.get("user"))]
-    text = f"{len(parts[0])}:{parts[0]}\x00{parts[1]}" if first.get("system") is not None else f"-\x00{parts[1]}"
+    user = _text(first.get("user"))
+    system = first.get("system")
+    if system is None:
+        text = f"-\x00{user}"
+    else:
+        system = _text(system)
+        text = f"{len(system)}:{system}\x00{user}"
     return "h:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _text(content: Any) -> str:
+    """A message's content as hashed: a string as it is, anything else (parts, null) as sorted JSON."""
+    return content if isinstance(content, str) else json.dumps(content, sort_keys=True, default=str)
 
 
 def merge_defaults(defaults: Mapping[str, Any], data: dict[str, Any]) -> dict[str, Any]:

@@ -192,22 +192,12 @@ class _PlainAnswer:
 
 
 class _HostPool:
-    """The idle connections to one host:port and the request heads of its URLs."""
+    """The idle connections to one host:port."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
         self.idle: list[_Connection] = []
-        self.heads: dict[tuple[str, str], bytes] = {}
-
-    def head(self, method: str, url: str) -> bytes:
-        key = (method, url)
-        head = self.heads.get(key)
-        if head is None:
-            parts = urlsplit(url)
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            head = self.heads[key] = f"{method} {target} HTTP/1.1\r\nhost: {parts.netloc}\r\n".encode("latin-1")
-        return head
 
     def take_idle(self) -> _Connection | None:
         now = time.monotonic()
@@ -250,22 +240,22 @@ class Upstreams:
 
     def __init__(self) -> None:
         self._pools: dict[tuple[str, int], _HostPool] = {}
+        self._routes: dict[tuple[str, str], tuple[_HostPool, bytes]] = {}  # (method, url) -> its pool, request head
         self._https: HttpsUpstream | None = None
 
     async def open(self, url: str, method: str, headers: Mapping[str, str], body: bytes | None,
                    address: str) -> Answer:
         """Send a request; return once the head of its answer arrived. TransportError("connection") when
         no head arrived. The caller bounds the time (asyncio.timeout) and releases or closes the answer."""
-        if not url.startswith("http://"):
-            if self._https is None:
-                self._https = HttpsUpstream()
-            return await self._https.open(url, method, headers, body, address)
-        parts = urlsplit(url)
-        key = (parts.hostname or "", parts.port or 80)
-        pool = self._pools.get(key)
-        if pool is None:
-            pool = self._pools[key] = _HostPool(*key)
-        data = encode(pool.head(method, url), headers, body)
+        route = self._routes.get((method, url))
+        if route is None:
+            if not url.startswith("http://"):
+                if self._https is None:
+                    self._https = HttpsUpstream()
+                return await self._https.open(url, method, headers, body, address)
+            route = self._routes[(method, url)] = self._route(method, url)
+        pool, head = route
+        data = encode(head, headers, body)
         conn = pool.take_idle()
         reused = conn is not None
         try:
@@ -289,13 +279,24 @@ class Upstreams:
             raise
         return _PlainAnswer(pool, conn)
 
+    def _route(self, method: str, url: str) -> tuple[_HostPool, bytes]:
+        """An http:// URL's host pool and request head, worked out once per (method, URL): the replicas'
+        base URLs times the routes, a few dozen at most."""
+        parts = urlsplit(url)
+        key = (parts.hostname or "", parts.port or 80)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _HostPool(*key)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return pool, f"{method} {target} HTTP/1.1\r\nhost: {parts.netloc}\r\n".encode("latin-1")
+
     async def _connect(self, pool: _HostPool) -> _Connection:
         loop = asyncio.get_running_loop()
         _, conn = await loop.create_connection(_Connection, pool.host, pool.port)
         return conn
 
     async def close(self) -> None:
-        pools, self._pools = list(self._pools.values()), {}
+        pools, self._pools, self._routes = list(self._pools.values()), {}, {}
         for pool in pools:
             pool.close()
         if self._https is not None:

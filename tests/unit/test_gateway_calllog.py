@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -48,3 +49,17 @@ def test_session_of_header_first_then_first_system_and_user_message() -> None:
     assert session_of({}, {"messages": [{"role": "system", "content": "be terse\x00q1"},
                                         {"role": "user", "content": ""}]}) != key  # no ambiguous join
     assert session_of({}, {"prompt": "a completion"}) is None
+
+
+def _blake(text: str) -> str:
+    return "h:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def test_session_of_hashes_exactly_the_documented_text() -> None:
+    terse = [{"role": "system", "content": "be terse"}, {"role": "user", "content": "q1"}]
+    assert session_of({}, {"messages": terse}) == _blake("8:be terse\x00q1")
+    assert session_of({}, {"messages": [{"role": "user", "content": "q1"}]}) == _blake("-\x00q1")
+    parts = [{"type": "text", "text": "q"}]
+    assert session_of({}, {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": parts}]}) \
+        == _blake('1:s\x00[{"text": "q", "type": "text"}]')
+    assert session_of({}, {"messages": [{"role": "system", "content": "s"}]}) == _blake("1:s\x00null")
