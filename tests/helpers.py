@@ -1,4 +1,5 @@
-"""Helpers every test tier shares: free ports, running `ops` as a real subprocess, stopping by pid."""
+"""Helpers every test tier shares: free ports (from tests/ports.py, the one source of them), running `ops`
+as a real subprocess, stopping by pid."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from typing import Any
 import psutil
 
 from orchestra_ops import procs
+from tests.ports import free_port as free_port  # re-exported: every test and fixture takes ports here
+from tests.ports import free_port_block as free_port_block
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = [sys.executable, "-m", "orchestra_ops"]
@@ -36,33 +39,6 @@ STUBBORN = textwrap.dedent("""
     print(child.pid, flush=True)
     time.sleep(600)
 """)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def free_port_block(count: int) -> int:
-    """The first of `count` consecutive free ports (for replicas at port, port+1, …)."""
-    for _ in range(200):
-        first = free_port()
-        if first + count > 65535:
-            continue
-        if all(_port_free(first + offset) for offset in range(count)):
-            return first
-    raise RuntimeError(f"no block of {count} free ports found")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
