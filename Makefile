@@ -42,6 +42,7 @@ test: setup tiny-model
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy orchestra_ops services evals
+	bash scripts/lint-imports.sh
 
 bench: setup
 	$(PY) -m bench

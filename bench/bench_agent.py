@@ -45,7 +45,7 @@ EXEC_WORKERS = 8
 SIMS = {"orchestrator": (800, 0.9, 4), "answer": (330, 0.5, 2), "reasoner": (80, 0.5, 2), "search": (25, 0.5, 1),
         "judge": (20, 0.5, 1)}
 RETRIEVAL_MS = 55
-CORPUS = Path(packaged("data/agent_corpus.jsonl"))
+CORPUS = Path(packaged("agent/data/agent_corpus.jsonl"))
 TOOL_MODEL = {"search": "search", "enhance_reasoning": "reasoner", "answer": "answer"}
 
 
@@ -110,8 +110,8 @@ def _ops_run(work: Path, config: Path, data: Path, python: str) -> dict[str, Any
 
 def _baseline_run(endpoints: dict[str, list[tuple[str, int]]], rows: list[dict[str, Any]], python: str
                   ) -> dict[str, Any]:
+    from orchestra_ops.evals.agent.hle import HleSuite
     from orchestra_ops.evals.agent.suite import packaged_templates
-    from orchestra_ops.evals.hle import HleSuite
 
     from orchestra_ops.runner.templates import load_templates
 

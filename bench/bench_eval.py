@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 
 from bench.tables import table
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.capacity import measure
-from orchestra_ops.client.errors import TransportError
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.routing import from_model_config
 from orchestra_ops.client.transport import AiohttpTransport, KeepAliveTransport, Response, Transport
@@ -156,10 +156,10 @@ class SharedHttpxTransport:
 
 
 async def _client_run(config: Path, transport: Transport) -> tuple[float, float]:
-    from orchestra_ops.endpoints import read_endpoints
+    from orchestra_ops.fleet.endpoints import read_endpoints
 
     routing = from_model_config(read_endpoints(config), source=str(config), name="bench")
-    fleet = Fleet(routing, transport=transport)
+    fleet = FleetClient(routing, transport=transport)
     cpu0 = time.process_time()
     try:
         result = await measure(fleet, "m", concurrency=CONCURRENCY, requests=CLIENT_REQUESTS)

@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.evals.healthbench import HealthBenchSuite
-from orchestra_ops.evals.healthbench_data import render_conversation
-from orchestra_ops.evals.healthbench_grading import JudgeSettings, grader_prompt, verdict_of
-from orchestra_ops.evals.healthbench_scoring import aggregate, example_metrics
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.evals.healthbench.dataset import render_conversation
+from orchestra_ops.evals.healthbench.grading import JudgeSettings, grader_prompt, verdict_of
+from orchestra_ops.evals.healthbench.scoring import aggregate, example_metrics
+from orchestra_ops.evals.healthbench.suite import HealthBenchSuite
+from orchestra_ops.services.simllm import replies
 
 from bench.tables import table
 from orchestra_ops.runner.templates import load_templates
@@ -57,7 +57,7 @@ Graded = list[list[bool]]  # per example, per item
 
 
 def _response(row: Row) -> str:
-    return rules.expert_text(rules.answer_token(row["prompt"][0]["content"]))
+    return replies.expert_text(replies.answer_token(row["prompt"][0]["content"]))
 
 
 def _prompts(rows: Sequence[Row]) -> list[list[str]]:

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth
+from orchestra_ops.services.simllm.opencompass_rules import gsm8k_truth
 
 from bench.tables import table
 from orchestra_ops.runner.evalrun import run_eval, write_scores

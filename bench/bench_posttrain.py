@@ -42,8 +42,8 @@ from typing import Any
 
 import yaml
 from orchestra_ops.evals.opencompass import bbh, mmlu_data
-from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth, mmlu_truth
-from orchestra_ops.services.simllm.benchmark_synthetic import bbh_example, write_bbh
+from orchestra_ops.services.simllm.opencompass_rules import gsm8k_truth, mmlu_truth
+from orchestra_ops.services.simllm.opencompass_synthetic import bbh_example, write_bbh
 
 from bench.bench_opencompass import _opencompass
 from bench.tables import table

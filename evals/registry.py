@@ -9,7 +9,7 @@ from orchestra_ops.runner.suite import Suite
 
 # suite name -> "module:factory" under orchestra_ops.evals; a later suite adds one line here
 SUITES: dict[str, str] = {
-    "chat": "chat:ChatSuite",
+    "chat": "chat.suite:ChatSuite",
     "gsm8k": "opencompass.gsm8k:Gsm8kSuite",
     "mmlu": "opencompass.mmlu:MmluSuite",
     "humaneval": "opencompass.humaneval:HumanEvalSuite",
@@ -17,10 +17,10 @@ SUITES: dict[str, str] = {
     "hellaswag": "opencompass.hellaswag:HellaswagSuite",
     "arc": "opencompass.arc:ArcSuite",
     "cmmlu": "opencompass.cmmlu:CmmluSuite",
-    "opencompass": "multi_opencompass:OpenCompassMultiSuite",  # several opencompass.* suites in one run
-    "healthbench": "healthbench:HealthBenchSuite",
-    "hle": "hle:HleSuite",
-    "frames": "frames:FramesSuite",
+    "opencompass": "opencompass.multi:OpenCompassMultiSuite",  # several opencompass.* suites in one run
+    "healthbench": "healthbench.suite:HealthBenchSuite",
+    "hle": "agent.hle:HleSuite",
+    "frames": "agent.frames:FramesSuite",
     "tau2": "tau2.suite:Tau2Suite",
 }
 

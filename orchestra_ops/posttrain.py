@@ -2,7 +2,7 @@
 
     [--up: ops up TOPOLOGY]
     -> load the adapter into every replica of the base model (lora/runtime.py: checked first, all or none)
-    -> the opencompass suite (evals/multi_opencompass.py) over --datasets, base and adapter side by side,
+    -> the opencompass suite (evals/opencompass/multi.py) over --datasets, base and adapter side by side,
        one run dir: OpenCompass's predictions/, results/, summary/summary.csv, our scores.json
     -> unload the adapter
     -> posttrain.json: per dataset base, adapter, adapter - base with its paired 95 % interval, a verdict
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError, EvalError, OpsError, RunTimeout
-from orchestra_ops.fsutil import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def verdict(difference: float, ci95: Sequence[float] | None, max_drop: float) ->
 
 def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run it all (see the module doc); return what posttrain.json holds. `console` gets the run's log lines."""
-    from orchestra_ops.evals.multi_opencompass import parse_datasets
+    from orchestra_ops.evals.opencompass.multi import parse_datasets
 
     started = time.monotonic()
     name, adapter_dir = parse_adapter(options.adapter)
@@ -113,7 +113,7 @@ def posttrain(options: PosttrainOptions, *, console: Callable[[str], None] | Non
 
 
 def _topology_name(options: PosttrainOptions) -> str:
-    from orchestra_ops.topology import load_topology
+    from orchestra_ops.config.loader import load_topology
 
     if Path(options.topology).is_file():
         return load_topology(options.topology).name
@@ -124,33 +124,33 @@ def _topology_name(options: PosttrainOptions) -> str:
 
 def _bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], None] | None) -> None:
     """`ops up`; a fleet that is up already (a rerun after a time-out without --down) is used as it is."""
-    from orchestra_ops import fleet
-    from orchestra_ops.paths import state_path
-    from orchestra_ops.state import read_state
+    from orchestra_ops.core.paths import state_path
+    from orchestra_ops.fleet import lifecycle
+    from orchestra_ops.fleet.state import read_state
 
     if state_path(topology).is_file() and read_state(topology).status == "up":
         if console:
             console(f"fleet '{topology}' is up already; using it")
         return
-    result = fleet.up(options.topology, fleet.UpOptions(replace=False))
+    result = lifecycle.up(options.topology, lifecycle.UpOptions(replace=False))
     if console:
         console(f"fleet '{result.state.name}' is up ({result.endpoints_file})")
 
 
 def _bring_down(topology: str) -> None:
-    from orchestra_ops import fleet
+    from orchestra_ops.fleet import lifecycle
 
     try:
-        fleet.down(topology)
+        lifecycle.down(topology)
     except OpsError as exc:  # the verdict (or the first error) matters more; say it and move on
         log.warning("ops down %s: %s", topology, exc)
 
 
 def _load(name: str, adapter_dir: Path, options: PosttrainOptions, topology: str) -> None:
     """Load the adapter everywhere (all or none); a rerun that finds it loaded from the same dir uses it."""
-    from orchestra_ops.lora.records import read_records
+    from orchestra_ops.fleet.lora_records import read_records
+    from orchestra_ops.fleet.state import read_state
     from orchestra_ops.lora.runtime import load_adapter
-    from orchestra_ops.state import read_state
 
     existing = read_records(read_state(topology)).get(name)
     if existing is not None and Path(existing.path) == adapter_dir:

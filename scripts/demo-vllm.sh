@@ -24,7 +24,7 @@ with open(demo / "vllm_questions.jsonl", "w") as f:
                             "params": {"max_tokens": 16}}) + "\n")
 # hle: the bundled synthetic questions short enough for the tiny model's 2048-token context once the tools
 # (~1,700 of its tokens) are in the prompt; a longer one is a 400 from vLLM, recorded as context_length
-with open("evals/data/hle_synthetic.jsonl") as src, open(demo / "hle_short.jsonl", "w") as f:
+with open("evals/agent/data/hle_synthetic.jsonl") as src, open(demo / "hle_short.jsonl", "w") as f:
     for line in src:
         sample = json.loads(line)
         if not sample.get("image") and len(sample["question"]) <= 200:

@@ -1,4 +1,4 @@
-"""Write evals/data/healthbench_synthetic.jsonl: a small synthetic dataset shaped like HealthBench.
+"""Write evals/healthbench/data/healthbench_synthetic.jsonl: a small synthetic dataset shaped like HealthBench.
 
     .venv/bin/python scripts/gen_healthbench_synthetic.py [OUT]
 
@@ -157,7 +157,8 @@ def example(rng: random.Random, index: int, count: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    out = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / "evals/data/healthbench_synthetic.jsonl"
+    bundled = Path(__file__).resolve().parent.parent / "evals/healthbench/data/healthbench_synthetic.jsonl"
+    out = Path(argv[0]) if argv else bundled
     rng = random.Random(20250512)
     counts = item_counts(rng)
     rows = [example(rng, i, counts[i]) for i in range(EXAMPLES)]

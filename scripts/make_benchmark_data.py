@@ -1,7 +1,7 @@
-"""Write the bundled synthetic gsm8k and mmlu sets (evals/data/) in the layouts users have.
+"""Write the bundled synthetic gsm8k and mmlu sets (evals/opencompass/data/) in the layouts users have.
 
 The questions are stand-ins, not arithmetic or knowledge: each gold answer is what the simulated
-engine believes (services/simllm/benchmark_rules.py: gsm8k_truth, mmlu_truth), so an eval over
+engine believes (services/simllm/opencompass_rules.py: gsm8k_truth, mmlu_truth), so an eval over
 `ops serve sim` scores exactly what the rules say. Golds of 1,000 and more carry a thousands comma
 half the time, as real gsm8k golds do (OpenCompass removes it). Run: `.venv/bin/python scripts/make_benchmark_data.py`.
 """
@@ -12,9 +12,9 @@ import csv
 import json
 from pathlib import Path
 
-from orchestra_ops.services.simllm.benchmark_rules import gsm8k_truth, mmlu_truth
+from orchestra_ops.services.simllm.opencompass_rules import gsm8k_truth, mmlu_truth
 
-ROOT = Path(__file__).resolve().parent.parent / "evals" / "data"
+ROOT = Path(__file__).resolve().parent.parent / "evals" / "opencompass" / "data"
 GSM8K_ROWS = 40
 MMLU_SUBJECTS = ("abstract_algebra", "philosophy", "sociology", "marketing")  # stem, humanities, social, other
 MMLU_ROWS = 10

@@ -1,8 +1,8 @@
 """Write the bundled synthetic humaneval, bbh, hellaswag, ARC and cmmlu sets and the bbh example files.
 
-    .venv/bin/python scripts/make_oc_synthetic.py     (rewrites evals/data/{humaneval,bbh,hellaswag,ARC,cmmlu}
-                                                       and evals/templates/bbh_hints/)
-Our own made-up items; gold answers are the sim's truths (services/simllm/benchmark_synthetic.py).
+    .venv/bin/python scripts/make_oc_synthetic.py
+    (rewrites evals/opencompass/data/{humaneval,bbh,hellaswag,ARC,cmmlu} and evals/opencompass/templates/bbh_hints/)
+Our own made-up items; gold answers are the sim's truths (services/simllm/opencompass_synthetic.py).
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestra_ops.evals.opencompass import bbh, cmmlu_data
-from orchestra_ops.services.simllm import benchmark_synthetic as syn
+from orchestra_ops.services.simllm import opencompass_synthetic as syn
 
-EVALS = Path(__file__).resolve().parent.parent / "evals"
+OPENCOMPASS = Path(__file__).resolve().parent.parent / "evals" / "opencompass"
 
 
 def main() -> None:
-    data = EVALS / "data"
+    data = OPENCOMPASS / "data"
     syn.write_humaneval(data / "humaneval" / "human-eval-v2-20210705.jsonl",
                         [syn.humaneval_problem(f"shift_{i}") for i in range(12)])
     syn.write_bbh(data / "bbh", {s: [syn.bbh_example(s, i, s in bbh.MULTIPLE_CHOICE) for i in range(3)]
                                  for s in bbh.SUBSETS})
-    hints = EVALS / "templates" / "bbh_hints"
+    hints = OPENCOMPASS / "templates" / "bbh_hints"
     hints.mkdir(parents=True, exist_ok=True)
     for subset in bbh.SUBSETS:
         shots = []

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 from tests.ports import free_port as free_port  # re-exported: every test and fixture takes ports here
 from tests.ports import free_port_block as free_port_block
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.routing import from_model_config
-from orchestra_ops.endpoints import read_endpoints
+from orchestra_ops.fleet.endpoints import read_endpoints
 from orchestra_ops.runner.manifest import manifest_fields
 from orchestra_ops.runner.profile import ToolEvent
 from orchestra_ops.runner.templates import read_template

@@ -1,4 +1,7 @@
-"""The ToolOrchestra orchestrator agent loop, shared by the `hle` and `frames` suites.
+"""The ToolOrchestra agent family: the `hle` and `frames` suites and the orchestrator agent loop they share.
+
+    hle.py       the hle suite (HLE's questions, the CAIS judge; the bundled data/hle_synthetic.jsonl)
+    frames.py    the frames suite (FRAMES's questions; the bundled data/frames_synthetic.jsonl)
 
     protocol.py  what differs between HLE and FRAMES, budgets, sampling, tool roles, invalid-call codes
     toolspec.py  the tool definitions (a data file) and the validation of a tool call
@@ -10,6 +13,7 @@
     scoring.py   scores.json: accuracy, errors by type, rounds, tools, aliases; CAIS metrics
     suite.py     the suite class both suites derive from (options, routing, load, score)
     export.py    `ops export --format toolorchestra`: ToolOrchestra's per-task files
+    templates/   the prompts (agent_* shared, hle_*, frames_*); data/ the bundled sets and the demo's corpus
 
 The reference is ../shared/reference/toolorchestra-protocol.md (sections cited as §n).
 """

@@ -29,8 +29,8 @@ from typing import Any
 from orchestra_ops.evals.agent.protocol import BAD_ARGUMENTS, NO_CALL
 from orchestra_ops.evals.agent.records import read_trajectory, trajectory_name
 
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info
 

@@ -22,7 +22,7 @@ from orchestra_ops.evals.agent.records import read_trajectory, write_trajectory
 from orchestra_ops.evals.agent.tools import TOOLS, AnswerResult, TaskState, grade
 from orchestra_ops.evals.agent.toolspec import check_calls
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.suite import TaskContext, UnitFailed
 

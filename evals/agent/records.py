@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.redact import redact
+from orchestra_ops.core.redact import redact
 
 TRAJECTORY_DIR = "trajectories"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")

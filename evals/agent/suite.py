@@ -37,12 +37,12 @@ from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.sandbox import SandboxPolicy, require_isolation
 
 COMMON_TEMPLATES = {
-    "tools": "templates/agent_tools.json",
-    "orchestrator_system": "templates/agent_orchestrator_system.txt",
-    "code_writer": "templates/agent_code_writer.txt",
-    "answer_tag": "templates/agent_answer_tag.txt",
-    "answer_boxed_system": "templates/agent_answer_boxed_system.txt",
-    "judge": "templates/agent_correct_judge.txt",
+    "tools": "agent/templates/agent_tools.json",
+    "orchestrator_system": "agent/templates/agent_orchestrator_system.txt",
+    "code_writer": "agent/templates/agent_code_writer.txt",
+    "answer_tag": "agent/templates/agent_answer_tag.txt",
+    "answer_boxed_system": "agent/templates/agent_answer_boxed_system.txt",
+    "judge": "agent/templates/agent_correct_judge.txt",
 }
 TEMPLATE_FIELDS = {
     "orchestrator": ("problem", "context"), "query_writer": ("problem", "context"),

@@ -20,8 +20,8 @@ from orchestra_ops.evals.agent.config import AgentConfig
 from orchestra_ops.evals.agent.context import Budgeted, Evidence, expert_context
 from orchestra_ops.evals.agent.protocol import MAX_QUERY_CHARS
 
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.chat import Message
-from orchestra_ops.client.errors import CallError
 from orchestra_ops.runner.profile import ToolEvent
 from orchestra_ops.runner.suite import TaskContext
 

@@ -15,4 +15,6 @@ models side by side.
     hellaswag.py the hellaswag suite (hellaswag_gen -> 10shot e42710)
     arc.py       the arc suite (ARC_c_gen and ARC_e_gen -> 1e0de5)
     cmmlu.py     the cmmlu suite (cmmlu_gen -> 0shot_cot 305931), cmmlu_data.py its subjects and groups
+    multi.py     the `opencompass` suite: several of the above in one run (what `ops posttrain` runs)
+    templates/   the prompts of each; data/ the bundled synthetic sets in OpenCompass's file layouts
 """

@@ -63,8 +63,8 @@ class ArcSuite(OpenCompassSuite):
     """ARC-c and ARC-e as OpenCompass's ARC_*_gen score them: zero-shot, the first option letter found."""
 
     name = "arc"
-    default_dataset = packaged("data/ARC")
-    template_files: Mapping[str, str] = {"question": packaged("templates/arc_question.txt")}
+    default_dataset = packaged("opencompass/data/ARC")
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/arc_question.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"question": FIELDS}
     options = (
         SuiteOption("subsets", "--subset", "choice", "Only ARC-c or ARC-e (repeat for both; default both).",

@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.opencompass.groups import Group
 from orchestra_ops.evals.opencompass.postprocess import bbh_freeform, bbh_mcq
 from orchestra_ops.evals.opencompass.sampling import seeded_sample
-from orchestra_ops.evals.opencompass.suite import Group, OpenCompassSuite, common_options
+from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
@@ -52,13 +53,13 @@ class BbhSuite(OpenCompassSuite):
     """bbh as OpenCompass's bbh_gen scores it: CoT few-shot per subset, its two postprocessors, the mean."""
 
     name = "bbh"
-    default_dataset = packaged("data/bbh")
+    default_dataset = packaged("opencompass/data/bbh")
     metric = "score"
-    template_files: Mapping[str, str] = {"question": packaged("templates/bbh_question.txt")}
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/bbh_question.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"question": ("hint", "input")}
     options = (
         SuiteOption("hints", "--hints", "path", "Folder of each subset's few-shot examples, <subset>.txt "
-                    "(OpenCompass's bbh/lib_prompt layout).", default=packaged("templates/bbh_hints")),
+                    "(OpenCompass's bbh/lib_prompt layout).", default=packaged("opencompass/templates/bbh_hints")),
         SuiteOption("subsets", "--subset", "str", "Only this subset (repeat for several).", multiple=True),
         SuiteOption("summary_groups", "--summary-groups", "flag", "Also write the bbh row (naive average of the "
                     "27 subsets) into summary/summary.csv.", default=False),
@@ -70,7 +71,7 @@ class BbhSuite(OpenCompassSuite):
         self.hints: dict[str, str] = {}
 
     def check(self, options: Mapping[str, Any]) -> None:
-        folder = Path(str(options.get("hints") or packaged("templates/bbh_hints")))
+        folder = Path(str(options.get("hints") or packaged("opencompass/templates/bbh_hints")))
         if not folder.is_dir():
             raise ConfigError(f"--hints {folder}: no such directory (it holds <subset>.txt for each BBH subset)")
         wanted = list(options.get("subsets") or ()) or list(SUBSETS)

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.evals.opencompass import cmmlu_data
+from orchestra_ops.evals.opencompass.groups import Group
 from orchestra_ops.evals.opencompass.postprocess import cmmlu_answer
 from orchestra_ops.evals.opencompass.sampling import by_subject, sample_subjects
-from orchestra_ops.evals.opencompass.suite import Group, OpenCompassSuite, common_options
+from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
@@ -57,8 +58,8 @@ class CmmluSuite(OpenCompassSuite):
     """cmmlu as OpenCompass's cmmlu_gen scores it: per subject, `答案: X`, and the group means."""
 
     name = "cmmlu"
-    default_dataset = packaged("data/cmmlu")
-    template_files: Mapping[str, str] = {"question": packaged("templates/cmmlu_question.txt")}
+    default_dataset = packaged("opencompass/data/cmmlu")
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/cmmlu_question.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"question": ("subject", *FIELDS)}
     options = (
         SuiteOption("subjects", "--subject", "str", "Only this subject (repeat for several).", multiple=True),

@@ -33,9 +33,9 @@ class Gsm8kSuite(SingleDatasetSuite):
     dataset_name = DATASET
 
     name = "gsm8k"
-    default_dataset = packaged("data/gsm8k")
-    template_files: Mapping[str, str] = {"question": packaged("templates/gsm8k_question.txt"),
-                      "shots": packaged("templates/gsm8k_shots.jsonl")}
+    default_dataset = packaged("opencompass/data/gsm8k")
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/gsm8k_question.txt"),
+                      "shots": packaged("opencompass/templates/gsm8k_shots.jsonl")}
     template_fields: Mapping[str, tuple[str, ...]] = {"question": ("question",)}
     options = common_options(512)
 

@@ -52,9 +52,9 @@ class HellaswagSuite(SingleDatasetSuite):
     dataset_name = DATASET
 
     name = "hellaswag"
-    default_dataset = packaged("data/hellaswag")
-    template_files: Mapping[str, str] = {"instruction": packaged("templates/hellaswag_instruction.txt"),
-                                         "item": packaged("templates/hellaswag_item.txt")}
+    default_dataset = packaged("opencompass/data/hellaswag")
+    template_files: Mapping[str, str] = {"instruction": packaged("opencompass/templates/hellaswag_instruction.txt"),
+                                         "item": packaged("opencompass/templates/hellaswag_item.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"item": FIELDS}
     options = common_options(4096)
 

@@ -137,8 +137,8 @@ class HumanEvalSuite(SingleDatasetSuite):
     dataset_name = DATASET
 
     name = "humaneval"
-    default_dataset = packaged("data/humaneval")
-    template_files: Mapping[str, str] = {"question": packaged("templates/humaneval_question.txt")}
+    default_dataset = packaged("opencompass/data/humaneval")
+    template_files: Mapping[str, str] = {"question": packaged("opencompass/templates/humaneval_question.txt")}
     metric = "humaneval_pass@1"
     template_fields: Mapping[str, tuple[str, ...]] = {"question": ("prompt",)}
     options = (

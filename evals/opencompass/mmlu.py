@@ -23,8 +23,9 @@ from typing import Any
 
 from orchestra_ops.evals.opencompass import mmlu_data
 from orchestra_ops.evals.opencompass.extract import mmlu_extract, mmlu_extract_five_shot
+from orchestra_ops.evals.opencompass.groups import Group
 from orchestra_ops.evals.opencompass.sampling import by_subject, sample_subjects
-from orchestra_ops.evals.opencompass.suite import Group, OpenCompassSuite, common_options
+from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
@@ -40,10 +41,10 @@ class MmluSuite(OpenCompassSuite):
     """mmlu as OpenCompass's mmlu_gen scores it: per subject, group means and the micro accuracy."""
 
     name = "mmlu"
-    default_dataset = packaged("data/mmlu")
-    template_files: Mapping[str, str] = {"zero_shot": packaged("templates/mmlu_0shot.txt"),
-                      "five_shot": packaged("templates/mmlu_5shot.txt"),
-                      "five_shot_hint": packaged("templates/mmlu_5shot_hint.txt")}
+    default_dataset = packaged("opencompass/data/mmlu")
+    template_files: Mapping[str, str] = {"zero_shot": packaged("opencompass/templates/mmlu_0shot.txt"),
+                      "five_shot": packaged("opencompass/templates/mmlu_5shot.txt"),
+                      "five_shot_hint": packaged("opencompass/templates/mmlu_5shot_hint.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"zero_shot": OPTION_FIELDS, "five_shot": ("hint", *OPTION_FIELDS),
                        "five_shot_hint": ("subject",)}
     options = (

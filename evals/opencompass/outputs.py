@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.core.fsutil import atomic_write_text
 
 ROLE_NAMES = {"user": "HUMAN", "assistant": "BOT", "system": "SYSTEM"}
 SUMMARY_HEADER = ("dataset", "version", "metric", "mode")

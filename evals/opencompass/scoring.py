@@ -4,16 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from orchestra_ops.evals.opencompass import outputs, paired
+from orchestra_ops.evals.opencompass.groups import Group
 
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import unit_counts
 
-if TYPE_CHECKING:
-    from orchestra_ops.evals.opencompass.suite import Group, OpenCompassSuite
+
+class ScoredSuite(Protocol):
+    """What scoring reads of an OpenCompass suite (suite.py's OpenCompassSuite and its members)."""
+
+    name: str
+    metric: str
+    mode: str
+    models: Sequence[str]
+    run_dir: Path | None
+
+    def dataset_of(self, unit: Sample) -> str: ...
+    def messages(self, unit: Sample) -> list[dict[str, str]]: ...
+    def version(self) -> str: ...
+    def variant(self) -> str: ...
+    def groups(self, datasets: Sequence[str]) -> list[Group]: ...
+    def raw_gold(self, unit: Sample) -> str: ...
+    def detail_fields(self, record: Mapping[str, Any]) -> dict[str, Any]: ...
+    def dataset_version(self, dataset: str) -> str: ...
+    def csv_groups(self) -> bool: ...
 
 
 @dataclass
@@ -40,7 +59,7 @@ class Cell:
                 "missing": self.missing}
 
 
-def _cells(suite: OpenCompassSuite, records: Mapping[TaskId, dict[str, Any]],
+def _cells(suite: ScoredSuite, records: Mapping[TaskId, dict[str, Any]],
            units: list[Sample]) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]:
     datasets: list[str] = []
     models: list[str] = [m for m in suite.models if any(u["model"] == m for u in units)]
@@ -87,7 +106,7 @@ def _group_interval(group: Group, subsets: list[str], base: str, other: str,
     return paired.paired([p for pairs in per_subset for p in pairs])
 
 
-def score_run(suite: OpenCompassSuite, records: Mapping[TaskId, dict[str, Any]],
+def score_run(suite: ScoredSuite, records: Mapping[TaskId, dict[str, Any]],
               units: list[Sample]) -> dict[str, Any]:
     datasets, models, cells = _cells(suite, records, units)
     version = suite.version()
@@ -117,7 +136,7 @@ def score_run(suite: OpenCompassSuite, records: Mapping[TaskId, dict[str, Any]],
     return scores
 
 
-def _write_outputs(suite: OpenCompassSuite, datasets: list[str], models: list[str],
+def _write_outputs(suite: ScoredSuite, datasets: list[str], models: list[str],
                    cells: Mapping[tuple[str, str], Cell], groups: list[tuple[Group, list[str]]],
                    version: str) -> dict[str, str]:
     assert suite.run_dir is not None

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from orchestra_ops.evals.opencompass.groups import Group
 from orchestra_ops.evals.opencompass.sampling import seeded_sample
 
 from orchestra_ops.client.chat import ChatResult
@@ -34,19 +35,6 @@ from orchestra_ops.runner.templates import Template
 
 DEFAULT_ROLE = "candidate"
 THINK_TAG = "</think>"
-
-
-@dataclass(frozen=True)
-class Group:
-    """A summary row over several datasets: OpenCompass's naive mean, or the micro (pooled) accuracy."""
-
-    name: str
-    subsets: tuple[str, ...]
-    kind: Literal["naive", "micro"] = "naive"
-
-    @property
-    def metric(self) -> str:
-        return "naive_average" if self.kind == "naive" else "weighted_average"
 
 
 def common_options(max_tokens: int) -> tuple[SuiteOption, ...]:

@@ -24,10 +24,10 @@ from orchestra_ops.evals.tau2.environment import get_domain
 from orchestra_ops.evals.tau2.tasks import domain_dir, load_domain_data
 
 from orchestra_ops import __version__
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fsutil import atomic_write_text
 from orchestra_ops.runner.results import ResultsStore
-from orchestra_ops.runner.rundir import read_run_info
+from orchestra_ops.runner.rundir import read_run_info, recorded_dataset
 
 TOOL_CALL_FIELDS = ("id", "name", "arguments", "requestor")
 
@@ -82,7 +82,7 @@ def export_tau2(run_dir: Path, out: Path, *, overwrite: bool = False) -> Tau2Exp
                           else f"--out {out}: is a directory; --format tau2 writes one JSON file")
     options = info.get("suite_options") or {}
     domain_name = str(options.get("domain") or "synthetic")
-    dataset = Path(str(info.get("dataset")))
+    dataset = Path(recorded_dataset(str(info.get("dataset"))))
     task_file = Path(str(options["task_file"])) if options.get("task_file") else None
     data = load_domain_data(dataset if dataset.is_dir() else domain_dir(dataset, domain_name), domain_name,
                             task_file=task_file, split=options.get("task_split") or None)

@@ -28,7 +28,7 @@ from orchestra_ops.evals.tau2.loop import LoopSettings, Simulation, now, simulat
 from orchestra_ops.evals.tau2.reward import NORMAL_ENDINGS, evaluate
 from orchestra_ops.evals.tau2.tasks import DomainData, domain_dir, load_domain_data, render_scenario, reward_basis
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
@@ -36,7 +36,7 @@ from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of
 from orchestra_ops.runner.templates import Template, packaged
 
-BUNDLED_DATA = packaged("data/tau2")
+BUNDLED_DATA = packaged("tau2/data")
 SEED = 300  # τ²-bench's default: random.seed(300), then one randint(0, 1e6) per trial
 
 
@@ -64,11 +64,11 @@ class Tau2Suite(BaseSuite):
 
     name = "tau2"
     summary_fields = ("reward", "termination_reason")
-    template_files: Mapping[str, str] = {"agent_system": packaged("templates/tau2_agent_system.txt"),
-                      "user_system": packaged("templates/tau2_user_system.txt"),
-                      "user_system_tools": packaged("templates/tau2_user_system_tools.txt"),
-                      "nl_judge_system": packaged("templates/tau2_nl_judge_system.txt"),
-                      "nl_judge": packaged("templates/tau2_nl_judge.txt")}
+    template_files: Mapping[str, str] = {"agent_system": packaged("tau2/templates/tau2_agent_system.txt"),
+                      "user_system": packaged("tau2/templates/tau2_user_system.txt"),
+                      "user_system_tools": packaged("tau2/templates/tau2_user_system_tools.txt"),
+                      "nl_judge_system": packaged("tau2/templates/tau2_nl_judge_system.txt"),
+                      "nl_judge": packaged("tau2/templates/tau2_nl_judge.txt")}
     template_fields: Mapping[str, tuple[str, ...]] = {"agent_system": ("policy",), "user_system": ("scenario",),
                        "user_system_tools": ("scenario",), "nl_judge": ("conversation", "assertions")}
     options = (

@@ -1,5 +1,5 @@
 """The bundled synthetic domain (`--domain synthetic`): a fitness club of our own, so tests and the
-demo run with no τ²-bench data. Its data dir is evals/data/tau2/domains/synthetic/.
+demo run with no τ²-bench data. Its data dir is evals/tau2/data/domains/synthetic/.
 
 Agent DB: `members` {id: {member_id, name, email, plan, status, balance, bookings}}, `classes`
 {id: {class_id, title, day, capacity, attendees, price}}, `plans` {name: {monthly_fee,

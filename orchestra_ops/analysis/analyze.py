@@ -15,11 +15,9 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.analysis.events import ModelCall
 from orchestra_ops.analysis.histogram import histogram
 from orchestra_ops.analysis.latency import (
     call_errors,
@@ -28,41 +26,17 @@ from orchestra_ops.analysis.latency import (
     tool_part_rows,
     tool_rows,
 )
+from orchestra_ops.analysis.outcome import Analysis, Metric
+from orchestra_ops.analysis.profile_events import ModelCall
 from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
-from orchestra_ops.analysis.scoring import task_scores
-from orchestra_ops.analysis.stats import summarize
+from orchestra_ops.analysis.task_scores import task_scores
 from orchestra_ops.analysis.timeline import busy_seconds, timeline
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.stats import summarize
 
 log = logging.getLogger(__name__)
 
-STATS_FILE = "stats.json"
 SLOWEST = 10
-
-
-@dataclass
-class Metric:
-    """One distribution that gets a pair of histograms (linear and log bins)."""
-
-    key: str  # file-name safe: role_orchestrator, tool_search_expert
-    title: str
-    unit: str
-    values: list[float] = field(repr=False)
-
-
-@dataclass
-class Analysis:
-    run_dir: Path
-    out_dir: Path
-    stats: dict[str, Any]
-    metrics: list[Metric]
-    plots: dict[str, dict[str, str]] = field(default_factory=dict)  # metric key -> scale -> file name
-    plot_note: str | None = None  # why there are no plots, when there are none
-    report: Path | None = None
-
-    @property
-    def stats_path(self) -> Path:
-        return self.out_dir / STATS_FILE
 
 
 def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]:

@@ -19,8 +19,8 @@ from typing import Any
 
 from orchestra_ops.analysis.analyze import compute
 from orchestra_ops.analysis.rundata import RunData, load_run
-from orchestra_ops.analysis.scoring import BINARY_METRICS, run_metric, task_scores
 from orchestra_ops.analysis.significance import mcnemar, paired_bootstrap
+from orchestra_ops.analysis.task_scores import BINARY_METRICS, run_metric, task_scores
 from orchestra_ops.runner.manifest import manifest_of
 
 SHOWN_IDS = 5

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from orchestra_ops.analysis.events import ModelCall, Profile, ToolCall
-from orchestra_ops.analysis.stats import summarize, totals
+from orchestra_ops.analysis.profile_events import ModelCall, Profile, ToolCall
+from orchestra_ops.core.stats import summarize, totals
 
 ALL = "(all)"
 Event = TypeVar("Event", ModelCall, ToolCall)

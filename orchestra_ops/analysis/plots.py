@@ -19,7 +19,7 @@ from orchestra_ops.errors import OpsError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from orchestra_ops.analysis.analyze import Metric
+    from orchestra_ops.analysis.outcome import Metric
 
 PLOT_DIR = "plots"
 DPI = 100
@@ -60,7 +60,7 @@ def draw_all(stats: dict[str, Any], metrics: Sequence[Metric], out_dir: Path) ->
 
 
 def _histogram(figure: Figure, hist: dict[str, Any], metric: Metric, stats: dict[str, Any], scale: str) -> Figure:
-    from orchestra_ops.analysis.stats import summarize
+    from orchestra_ops.core.stats import summarize
 
     edges, percent = hist["edges"], hist["percent"]
     widths = [b - a for a, b in itertools.pairwise(edges)]

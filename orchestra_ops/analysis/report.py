@@ -11,12 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestra_ops.analysis.stats import PERCENTILES
-from orchestra_ops.fsutil import atomic_write_text
+from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.stats import PERCENTILES
 from orchestra_ops.runner.manifest import manifest_of
 
 if TYPE_CHECKING:
-    from orchestra_ops.analysis.analyze import Analysis
+    from orchestra_ops.analysis.outcome import Analysis
 
 REPORT_FILE = "report.html"
 LATENCY_COLUMNS = ["count", "mean", "std", "min", "max", *(f"p{p}" for p in PERCENTILES), "under_5s"]

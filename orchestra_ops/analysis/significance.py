@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestra_ops.analysis.stats import percentile
+from orchestra_ops.core.stats import percentile
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Any
 import click
 
 from orchestra_ops import __version__
+from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import Interrupted, OpsError, TopologyError
-from orchestra_ops.redact import redact
 
 # command name -> "module:attribute" (modules under orchestra_ops.cli)
 COMMANDS: dict[str, str] = {

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from orchestra_ops.runner.progress import format_duration
 from orchestra_ops.runner.tee import LOG_FILE
-from orchestra_ops.runs import DONE, RunRow, resolve_run, run_row
+from orchestra_ops.supervise.runs import DONE, RunRow, resolve_run, run_row
 
 REFRESH_S = 0.5
 LOG_LINES = 8

@@ -36,15 +36,15 @@ def bench(target: str, topology: str | None, model_config: str | None, concurren
     """Measure TARGET (a role or model): req/s, latency p50/p90/p99 and errors by type."""
     # imported here so `ops --help` does not load aiohttp
     from orchestra_ops.client.capacity import knee, run_capacity
-    from orchestra_ops.client.fleet import Fleet
-    from orchestra_ops.client.loop import run
+    from orchestra_ops.client.event_loop import run
+    from orchestra_ops.client.fleet_client import FleetClient
     from orchestra_ops.client.retry import RetryPolicy
     from orchestra_ops.client.sources import load_routing
     from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 
     levels = _levels(sweep, concurrency)
     routing = load_routing(topology, model_config)
-    fleet = Fleet(routing, retry=RetryPolicy(attempts=attempts), request_timeout_s=timeout)
+    fleet = FleetClient(routing, retry=RetryPolicy(attempts=attempts), request_timeout_s=timeout)
     soft, hard = raise_open_file_limit()
     check_concurrency(max(levels), fleet.replica_count([target]), soft, hard)
     results = run(run_capacity(fleet, target, levels, requests=requests, max_tokens=max_tokens))

@@ -17,7 +17,7 @@ import click
 
 from orchestra_ops.errors import ConfigError, OpsError
 from orchestra_ops.runner.tee import TeeHandler, TeeLog
-from orchestra_ops.supervisor import SUPERVISED_ENV
+from orchestra_ops.supervise.supervisor import SUPERVISED_ENV
 
 COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--dataset"], type=click.Path(),
@@ -214,9 +214,9 @@ def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str 
 
 def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], ctx: click.Context) -> None:
     """Check everything `ops eval` would (exit 2 here, not in the background), then start the supervisor."""
-    from orchestra_ops.detach import DetachRequest, detach, eval_slurm_settings
     from orchestra_ops.runner.prepare import EvalOptions, prepare
     from orchestra_ops.runner.templates import parse_overrides
+    from orchestra_ops.supervise.detach import DetachRequest, detach, eval_slurm_settings
 
     options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
                           retry_failed=values["retry_failed"], dedupe=values["dedupe"],

@@ -3,8 +3,8 @@
 toolorchestra: one {id}.json per task (--out DIR), as ToolOrchestra's eval scripts write them.
 tau2: τ²-bench's results file (--out FILE.json) of a tau2 run (orchestra_ops/evals/tau2/export.py).
 mlflow: one MLflow run per run dir on a tracking server (--tracking-uri, else $MLFLOW_TRACKING_URI),
-idempotent on re-export (orchestra_ops/tracking/mlflow_export.py).
-wandb: an offline W&B run directory under --out (orchestra_ops/tracking/wandb_export.py).
+idempotent on re-export (orchestra_ops/export/mlflow_export.py).
+wandb: an offline W&B run directory under --out (orchestra_ops/export/wandb_export.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_ur
            project: str, as_json: bool) -> None:
     """Write a run in another tool's layout or tracking store."""
     if fmt == "mlflow":
-        from orchestra_ops.tracking.mlflow_export import export_mlflow
+        from orchestra_ops.export.mlflow_export import export_mlflow
 
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
@@ -61,7 +61,7 @@ def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_ur
         click.echo(f"wrote {tau2.simulations} simulation(s) of {tau2.tasks} task(s) to {tau2.out}{note}")
         return
     if fmt == "wandb":
-        from orchestra_ops.tracking.wandb_export import export_wandb
+        from orchestra_ops.export.wandb_export import export_wandb
 
         written = export_wandb(run_dir, out=out, project=project)
         if as_json:

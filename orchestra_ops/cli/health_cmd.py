@@ -9,8 +9,8 @@ import click
 from rich.table import Table
 
 from orchestra_ops.cli.render import echo_json, make_table, stderr_console, stdout_console
-from orchestra_ops.fleetinfo import HealthReport
-from orchestra_ops.fleetinfo import health as fleet_health
+from orchestra_ops.fleet.views import HealthReport
+from orchestra_ops.fleet.views import health as fleet_health
 
 
 def _num(value: float | None, fmt: str = "{:.0f}") -> str:

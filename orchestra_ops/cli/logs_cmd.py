@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.fleetinfo import log_follow, log_tail
+from orchestra_ops.fleet.views import log_follow, log_tail
 
 
 @click.command()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from orchestra_ops.cli.render import echo_json, print_table, stderr_console
-from orchestra_ops.endpoints import endpoints_for, render_endpoints
-from orchestra_ops.indexes import missing_indexes
-from orchestra_ops.plan import plan as make_plan
-from orchestra_ops.topology import load_topology
-from orchestra_ops.vllmcheck import check_file
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.fleet.argv_check_nodes import check_file
+from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
+from orchestra_ops.fleet.indexes import missing_indexes
+from orchestra_ops.fleet.plan import plan as make_plan
 
 
 @click.command()

@@ -50,7 +50,7 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
           --datasets gsm8k,mmlu --max-drop 1.0
     """
     from orchestra_ops.cli.eval_cmd import cache_path
-    from orchestra_ops.evals.multi_opencompass import parse_dataset_dirs
+    from orchestra_ops.evals.opencompass.multi import parse_dataset_dirs
     from orchestra_ops.posttrain import PosttrainOptions
     from orchestra_ops.posttrain import posttrain as run
 

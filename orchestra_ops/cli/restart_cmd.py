@@ -7,7 +7,7 @@ import click
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.cli.up_cmd import _ProgressLine
 from orchestra_ops.errors import Interrupted
-from orchestra_ops.repair import restart_one
+from orchestra_ops.fleet.repair import restart_one
 
 
 @click.command()

@@ -6,7 +6,7 @@ import click
 
 from orchestra_ops.cli.render import echo_json, print_table
 from orchestra_ops.runner.progress import format_duration
-from orchestra_ops.runs import ACTIVE, RunRow, list_runs, resolve_run, stop_run
+from orchestra_ops.supervise.runs import ACTIVE, RunRow, list_runs, resolve_run, stop_run
 
 ROOT_OPTION = click.option("--root", default="runs", show_default=True, type=click.Path(file_okay=False),
                            help="The directory that holds the run dirs.")

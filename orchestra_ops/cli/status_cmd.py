@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from orchestra_ops.cli.render import echo_json, print_table
-from orchestra_ops.fleetinfo import status as fleet_status
+from orchestra_ops.fleet.views import status as fleet_status
 
 
 @click.command()

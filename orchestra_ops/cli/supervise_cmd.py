@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from orchestra_ops.runner.tee import LOG_FILE, TeeHandler, TeeLog
-from orchestra_ops.supervisor import Supervisor, SupervisorSettings, check_eval_args
+from orchestra_ops.supervise.supervisor import Supervisor, SupervisorSettings, check_eval_args
 
 
 @click.command("_supervise", hidden=True, context_settings={"ignore_unknown_options": True})

@@ -10,8 +10,8 @@ from rich.markup import escape
 
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.errors import Interrupted
-from orchestra_ops.fleet import Progress, UpOptions
-from orchestra_ops.fleet import up as fleet_up
+from orchestra_ops.fleet.lifecycle import Progress, UpOptions
+from orchestra_ops.fleet.lifecycle import up as fleet_up
 
 
 class _ProgressLine:

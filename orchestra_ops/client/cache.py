@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.paths import ops_home
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.paths import ops_home
 
 BUSY_TIMEOUT_S = 30.0
 SCHEMA = """CREATE TABLE IF NOT EXISTS responses (

@@ -1,4 +1,4 @@
-"""A capacity test through the same Fleet, pool and client an eval uses (`ops bench`)."""
+"""A capacity test through the same FleetClient, pool and client an eval uses (`ops bench`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestra_ops.client.errors import CallError
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.call_errors import CallError
+from orchestra_ops.client.fleet_client import FleetClient
 
 BENCH_PROMPT = [{"role": "user", "content": "Reply with one short sentence: what is a capacity test?"}]
 
@@ -47,7 +47,8 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-async def measure(fleet: Fleet, name: str, *, concurrency: int, requests: int, max_tokens: int = 16) -> CapacityResult:
+async def measure(fleet: FleetClient, name: str, *, concurrency: int, requests: int,
+                  max_tokens: int = 16) -> CapacityResult:
     """`requests` chat calls to `name` with `concurrency` in flight; every call counted, ok or not."""
     client = fleet.client(name)
     latencies: list[float] = []
@@ -78,7 +79,7 @@ def knee(results: Sequence[CapacityResult], min_gain: float = 0.10) -> int | Non
     return None
 
 
-async def run_capacity(fleet: Fleet, name: str, levels: Sequence[int], *, requests: int,
+async def run_capacity(fleet: FleetClient, name: str, levels: Sequence[int], *, requests: int,
                        max_tokens: int = 16) -> list[CapacityResult]:
     """One measurement per concurrency level, through one fleet (connections stay warm between levels)."""
     try:

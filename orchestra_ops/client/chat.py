@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache, request_key
+from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.callctx import current_role
-from orchestra_ops.client.errors import CallError, TransportError
 from orchestra_ops.client.pool import Outcome, ReplicaPool
+from orchestra_ops.client.prompt_size import estimate_prompt_tokens
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_retry_after
-from orchestra_ops.client.tokens import estimate_prompt_tokens
 
 Message = Mapping[str, Any]
 CACHE_REPLICA = "cache"  # the replica a cached answer names (profile.jsonl also marks it "cache": "hit")

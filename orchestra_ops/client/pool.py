@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from orchestra_ops.client.errors import CallError, TransportError
+from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.transport import Transport
 

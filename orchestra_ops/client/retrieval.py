@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestra_ops.client.errors import TransportError
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.transport import Transport

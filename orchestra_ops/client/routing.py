@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from orchestra_ops.endpoints import Endpoints
+from orchestra_ops.config.topology import Topology
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.topology import Topology
+from orchestra_ops.fleet.endpoints import Endpoints
 
 TargetKind = Literal["model", "service", "provider"]
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
@@ -86,6 +86,10 @@ class Routing:
             raise ConfigError(f"model '{target.name}' (served as '{target.served_name}') has no replicas in "
                               f"{self.endpoints_file}; run `ops up` for this topology")
         return target
+
+    def secret_variables(self) -> list[str]:
+        """The `api_key_env` variable of every provider declared (called by this run or not): what a run redacts."""
+        return sorted({t.api_key_env for t in self.targets.values() if t.api_key_env})
 
     def table(self) -> list[tuple[str, str, str, str]]:
         """Rows (role, target, kind, replicas) for the routing table a run prints at start."""

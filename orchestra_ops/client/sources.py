@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestra_ops.client.routing import Routing, from_model_config, from_topology
-from orchestra_ops.endpoints import read_endpoints
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.core.paths import endpoints_path, latest_topology_name, state_path
 from orchestra_ops.errors import ConfigError, StateError
-from orchestra_ops.lora.records import runtime_adapters
-from orchestra_ops.paths import endpoints_path, latest_topology_name, state_path
-from orchestra_ops.state import read_state
-from orchestra_ops.topology import load_topology
+from orchestra_ops.fleet.endpoints import read_endpoints
+from orchestra_ops.fleet.lora_records import runtime_adapters
+from orchestra_ops.fleet.state import read_state
 
 
 def load_routing(topology: str | None = None, model_config: str | None = None) -> Routing:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestra_ops.client.errors import CallError, TransportError
+from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.retry import RetryPolicy, is_retryable_status
 from orchestra_ops.errors import ConfigError

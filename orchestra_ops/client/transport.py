@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from orchestra_ops.client import http1
-from orchestra_ops.client.errors import TransportError
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.replica import Replica
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from orchestra_ops.client.chat import error_message
-from orchestra_ops.state import ProcessRecord
+from orchestra_ops.fleet.state import ProcessRecord
 
 
 @dataclass(frozen=True)

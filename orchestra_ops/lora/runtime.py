@@ -19,15 +19,16 @@ from typing import Any
 
 import httpx
 
-from orchestra_ops.endpoints import read_endpoints, write_endpoints
+from orchestra_ops.config.adapter_dir import DEFAULT_MAX_LORA_RANK, inspect_adapter
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.lora_checks import name_problem, names_in_use
+from orchestra_ops.config.topology import Topology
+from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import ConfigError, LaunchError, StateError
-from orchestra_ops.lora.adapter import DEFAULT_MAX_LORA_RANK, inspect_adapter
+from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints
+from orchestra_ops.fleet.lora_records import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name
 from orchestra_ops.lora.calls import ReplicaOutcome, each, load_one, model_cards, unload_one
-from orchestra_ops.lora.checks import name_problem, names_in_use
-from orchestra_ops.lora.records import LoadedAdapter, ReplicaRef, locked, read_records, write_records
-from orchestra_ops.paths import endpoints_path
-from orchestra_ops.state import FleetState, ProcessRecord, read_state, resolve_name
-from orchestra_ops.topology import Topology, load_topology
 
 LOAD_TIMEOUT_S = 300.0  # a real replica reads the weights from disk before it answers
 

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestra_ops.client.errors import CallError
+from orchestra_ops.client.call_errors import CallError
+from orchestra_ops.core.fsutil import is_disk_full
 from orchestra_ops.errors import DiskFull, OpsError
-from orchestra_ops.fsutil import is_disk_full
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.progress import Progress
 from orchestra_ops.runner.suite import UnitFailed

@@ -20,16 +20,14 @@ from typing import Any
 from orchestra_ops.client.cache import ResponseCache, cache_counts, cache_entry
 from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.chat import CallEvent
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.transport import KeepAliveTransport
+from orchestra_ops.core.fsutil import atomic_write_text, is_disk_full
 from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
-from orchestra_ops.fsutil import atomic_write_text, is_disk_full
-from orchestra_ops.runner.context import RunContext
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
-from orchestra_ops.runner.events import EventLog
 from orchestra_ops.runner.inflight import InFlight, TrackingTransport
 from orchestra_ops.runner.limits import check_concurrency, raise_open_file_limit
 from orchestra_ops.runner.manifest import run_manifest
@@ -38,8 +36,10 @@ from orchestra_ops.runner.preflight import check_live
 from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
+from orchestra_ops.runner.run_events import EventLog
 from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.suite import Alert
+from orchestra_ops.runner.task_context import RunContext
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
 
@@ -74,7 +74,7 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
                  "record); their ids count as not done and run again")
     cache = ResponseCache(options.cache, sampled=options.cache_sampled) if options.cache else None
     inflight = InFlight()
-    fleet = Fleet(run.routing, retry=RetryPolicy(attempts=options.attempts),
+    fleet = FleetClient(run.routing, retry=RetryPolicy(attempts=options.attempts),
                   request_timeout_s=options.request_timeout_s, unavailable_wait_s=options.unavailable_wait_s,
                   cache=cache, transport=TrackingTransport(KeepAliveTransport(), inflight))
     for name, cap in run.suite.limits(run.suite_options).items():
@@ -219,7 +219,7 @@ def _counts(run: PreparedRun) -> tuple[int, int, int]:
     return ok, len(run.store.final) - ok, len(run.samples)
 
 
-async def _main(run: PreparedRun, fleet: Fleet, tee: TeeLog, progress: Progress, controller: Controller,
+async def _main(run: PreparedRun, fleet: FleetClient, tee: TeeLog, progress: Progress, controller: Controller,
                 profile: ProfileWriter, toolbox: Toolbox, monitor: RunMonitor) -> None:
     loop = asyncio.get_running_loop()
     with _signals(loop, controller):

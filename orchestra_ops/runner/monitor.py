@@ -22,11 +22,11 @@ from typing import Any
 
 import psutil
 
-from orchestra_ops.analysis.stats import percentile
-from orchestra_ops.fsutil import atomic_write_text, is_disk_full
-from orchestra_ops.runner.events import EventLog
+from orchestra_ops.core.fsutil import atomic_write_text, is_disk_full
+from orchestra_ops.core.stats import percentile
 from orchestra_ops.runner.inflight import InFlight
 from orchestra_ops.runner.progress import Progress
+from orchestra_ops.runner.run_events import EventLog
 
 log = logging.getLogger(__name__)
 

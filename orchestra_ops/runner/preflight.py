@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestra_ops.client.errors import TransportError
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.client.transport import AiohttpTransport, Transport

@@ -11,14 +11,14 @@ from typing import Any
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.sources import load_routing
+from orchestra_ops.core.redact import Redactor
+from orchestra_ops.core.redact import install as install_redactor
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.redact import Redactor
-from orchestra_ops.redact import install as install_redactor
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.lock import RunDirLock
 from orchestra_ops.runner.manifest import check_dataset_unchanged
 from orchestra_ops.runner.results import ResultsStore
-from orchestra_ops.runner.rundir import default_run_dir, read_run_info
+from orchestra_ops.runner.rundir import default_run_dir, read_run_info, recorded_dataset
 from orchestra_ops.runner.suite import Suite, SuiteOption
 from orchestra_ops.runner.templates import Template, load_templates
 
@@ -50,7 +50,7 @@ class EvalOptions:
     cache_sampled: bool = False  # --cache-sampled: cache requests with temperature > 0 too
     wall_timeout_s: float | None = None  # stop starting units after this long; in-flight ones are abandoned
     stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
-    notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
+    notify: str | None = None  # a command fed each run event as JSON on stdin (runner/run_events.py)
     supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
 
 
@@ -121,7 +121,7 @@ def prepare(options: EvalOptions) -> PreparedRun:
     suite = load_suite(options.suite)
     templates = load_templates(suite.template_files, options.templates, suite.template_fields)
     routing = load_routing(options.topology, options.model_config)
-    install_redactor(Redactor.for_routing(routing))  # from here on, no provider key is stored or printed
+    install_redactor(Redactor.from_env(routing.secret_variables()))  # from here on no provider key is stored/printed
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
     info = read_run_info(run_dir) or {}
     continuing = options.resume or options.retry_failed
@@ -135,6 +135,8 @@ def prepare(options: EvalOptions) -> PreparedRun:
     suite_view = {**suite_options, "model": models[0] if models else None, "models": list(models),
                   "templates": templates, "run_dir": str(run_dir), "exec_unsafe": options.exec_unsafe}
     names = suite.prepare(routing, suite_view)
+    if info.get("dataset"):
+        info["dataset"] = recorded_dataset(str(info["dataset"]))  # a bundled set recorded before it moved
     dataset = options.dataset or info.get("dataset") or suite.default_dataset
     if not dataset:
         raise ConfigError(f"the {suite.name} suite needs --dataset PATH (a JSONL file of {{\"id\", …}} lines)")

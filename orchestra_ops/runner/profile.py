@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestra_ops.core.fsutil import append_all, open_for_append
+from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import DiskFull
-from orchestra_ops.fsutil import append_all, open_for_append
-from orchestra_ops.redact import redact
 
 PROFILE_FILE = "profile.jsonl"
 

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from orchestra_ops.analysis.stats import percentile
+from orchestra_ops.core.stats import percentile
 
 WINDOW_S = 60.0
 MAX_WINDOW_ITEMS = 100_000

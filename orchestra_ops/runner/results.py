@@ -9,7 +9,7 @@ line: reading ignores it, and opening for append cuts it off, so the next line s
 Reading parses every line whole (a line cut mid-record can still end in `}`): a line that is not a
 JSON object with an `id` and a `status` is not done, and is counted (`skipped_lines`). A batch that
 does not fit on the disk is cut back out (the file keeps whole lines only) and raises DiskFull; its
-ids are not done, so resume runs them again. Lines are redacted (orchestra_ops/redact.py).
+ids are not done, so resume runs them again. Lines are redacted (orchestra_ops/core/redact.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.fsutil import append_all, is_disk_full
+from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import DiskFull
-from orchestra_ops.fsutil import append_all, is_disk_full
-from orchestra_ops.redact import redact
 
 log = logging.getLogger(__name__)
 

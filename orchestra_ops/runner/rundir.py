@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fsutil import atomic_write_text
 
 RUN_FILE = "run.json"
 RUN_LOCK_FILE = ".run.json.lock"
@@ -46,3 +46,31 @@ def write_run_info(run_dir: str | Path, info: dict[str, Any]) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         merged = {**previous, **info, "created": previous.get("created", now), "updated": now}
         atomic_write_text(Path(run_dir) / RUN_FILE, json.dumps(merged, indent=2) + "\n")
+
+
+# Bundled datasets that moved when each suite became a package with its data beside it: a run dir made
+# before records the old place (…/evals/data/…); the table maps the part after `evals/` to the new one.
+MOVED_BUNDLED_DATA = {
+    "data/hle_synthetic.jsonl": "agent/data/hle_synthetic.jsonl",
+    "data/frames_synthetic.jsonl": "agent/data/frames_synthetic.jsonl",
+    "data/agent_corpus.jsonl": "agent/data/agent_corpus.jsonl",
+    "data/healthbench_synthetic.jsonl": "healthbench/data/healthbench_synthetic.jsonl",
+    "data/tau2": "tau2/data",
+    "data": "opencompass/data",  # the opencompass suite's root (gsm8k/, mmlu/, ARC/, bbh/, …) and each of them
+}
+
+
+def recorded_dataset(recorded: str) -> str:
+    """Where a dataset recorded in run.json is now: a bundled set recorded before it moved (see
+    MOVED_BUNDLED_DATA) at its new place when that exists; anything else as recorded."""
+    path = Path(recorded)
+    if path.exists() or "evals" not in path.parts:
+        return recorded
+    at = len(path.parts) - 1 - path.parts[::-1].index("evals")
+    root, tail = Path(*path.parts[: at + 1]), "/".join(path.parts[at + 1:])
+    for old in sorted(MOVED_BUNDLED_DATA, key=len, reverse=True):
+        if tail == old or tail.startswith(old + "/"):
+            moved = root / (MOVED_BUNDLED_DATA[old] + tail[len(old):])
+            return str(moved) if moved.exists() else recorded
+    return recorded
+

@@ -11,7 +11,7 @@ from typing import Any
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
-from orchestra_ops.runner.rundir import read_run_info
+from orchestra_ops.runner.rundir import read_run_info, recorded_dataset
 
 
 @dataclass
@@ -42,7 +42,7 @@ def run_status(run_dir: str | Path) -> RunStatus:
     final = store.final_records()
     failed_by_type = Counter(str(r.get("error_type", "unknown")) for r in final.values() if r.get("status") != "ok")
     ok = sum(1 for r in final.values() if r.get("status") == "ok")
-    dataset = (info or {}).get("dataset")
+    dataset = recorded_dataset(str(info["dataset"])) if info and info.get("dataset") else None
     samples: list[Sample] | None = None
     if dataset and Path(dataset).exists():  # a file, or a directory a suite reads (mmlu)
         samples = _units(info or {}, Path(dataset))

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.chat import ChatResult, Message
-from orchestra_ops.client.errors import CallError
 from orchestra_ops.client.retrieval import RetrievalResult, RetrievalSettings
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.tokenizer import Tokenizer

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestra_ops.core.fsutil import append_all, open_for_append
+from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import DiskFull
-from orchestra_ops.fsutil import append_all, open_for_append
-from orchestra_ops.redact import redact
 
 LOG_FILE = "eval.log"
 
@@ -20,7 +20,7 @@ class TeeLog:
 
     `event(text)` is for the lines a live display replaces on a terminal (`[TASK_COMPLETE]`,
     `[PROGRESS]`): always in the log file, on the console only while `events_to_console`.
-    Every line is redacted first (orchestra_ops/redact.py). A console that went away (a closed
+    Every line is redacted first (orchestra_ops/core/redact.py). A console that went away (a closed
     terminal, a dropped ssh) is dropped, not fatal; a full disk stops the file (`disk_full`) and
     calls `on_disk_full` once, so the run can stop cleanly.
     """

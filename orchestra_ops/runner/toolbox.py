@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retrieval import RetrievalClient, RetrievalResult, RetrievalSettings
 from orchestra_ops.client.tokenizer import ReplicaTokenizer, Tokenizer, declared_tokenizer
 from orchestra_ops.sandbox import ExecResult, Sandbox, SandboxPolicy
 
 
 class Toolbox:
-    def __init__(self, fleet: Fleet, *, exec_workers: int | None = None) -> None:
+    def __init__(self, fleet: FleetClient, *, exec_workers: int | None = None) -> None:
         self.fleet = fleet
         self.exec_workers = exec_workers
         self._retrieval: RetrievalClient | None = None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from orchestra_ops.core.fsutil import read_json
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fsutil import read_json
 
 from .encoder import TextEncoder
 from .index import Document, LoadedIndex

@@ -3,7 +3,7 @@ r"""The sim's parts in the ToolOrchestra agent protocol (`ops eval hle|frames`):
 Tests import these to know the exact accuracy of a dataset. Terms: *text* is the last user
 message's text; a *paragraph* is text between blank lines; the *instruction* is the last line of
 the last paragraph when it mentions ``<query>``, ```` ```python ```` or ``<answer>``. ``T(q)`` is
-``rules.answer_token(q)`` and ``digest(q)`` the sha256 hex of q with whitespace collapsed.
+``replies.answer_token(q)`` and ``digest(q)`` the sha256 hex of q with whitespace collapsed.
 
 *Question key* ``q`` (all roles agree on it when the question has no blank line):
 
@@ -15,10 +15,10 @@ the last paragraph when it mentions ``<query>``, ```` ```python ```` or ``<answe
 
 1. **correct judge**: a message mentions ``<correct>``. The graded answer is the text after the last
    ``Student answer:`` (up to ``Reference answer:``); the reply is ``<correct>True</correct>`` iff it
-   holds a sim token ``X`` with ``rules.token_is_right(X)``, else ``<correct>False</correct>``
+   holds a sim token ``X`` with ``replies.token_is_right(X)``, else ``<correct>False</correct>``
    (``--malformed-rate`` cuts the reply before its closing tag).
 2. **orchestrator** (agent): ``tools`` are given (``tool_choice`` not ``"none"``) and every tool's
-   only required parameter is ``model``. With ``R = rules.orchestrator_rounds(q)`` (1..3) its
+   only required parameter is ``model``. With ``R = replies.orchestrator_rounds(q)`` (1..3) its
    *plan* is R tool names: all ``enhance_reasoning`` except one ``search`` at index
    ``int(digest[14:16], 16) % R`` when ``uses_search(q)`` (``int(digest[16:18], 16) % 3 != 0``).
    *Progress* ``p`` = the number of ```` ```output ```` blocks in the text plus 1 when a line starts
@@ -48,7 +48,7 @@ import json
 import re
 from typing import Any
 
-from orchestra_ops.services.simllm import orchestrator_rules, rules
+from orchestra_ops.services.simllm import orchestrator_rules, replies
 
 AGENT_ORCHESTRATOR = "agent_orchestrator"
 QUERY_WRITER = "query_writer"
@@ -65,18 +65,18 @@ _LABELS = ("Problem:", "Question:")
 
 
 def _digest(text: str) -> str:
-    return rules._digest(text)
+    return replies._digest(text)
 
 
 def _last_user_text(messages: list[Any]) -> str:
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
-            return rules.message_text(message)
+            return replies.message_text(message)
     return ""
 
 
 def _system_text(messages: list[Any]) -> str:
-    return "\n".join(rules.message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == "system")
+    return "\n".join(replies.message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == "system")
 
 
 def _last_paragraph(text: str) -> str:
@@ -160,7 +160,7 @@ def uses_search(question: str) -> bool:
 
 def plan(question: str) -> list[str]:
     """The non-answer tools the orchestrator calls for this question, in order."""
-    rounds = rules.orchestrator_rounds(question)
+    rounds = replies.orchestrator_rounds(question)
     steps = ["enhance_reasoning"] * rounds
     if uses_search(question):
         steps[int(_digest(question)[14:16], 16) % rounds] = "search"
@@ -183,7 +183,7 @@ def _call(name: str, arguments: Any) -> dict[str, str]:
     return {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}
 
 
-def _orchestrate(body: dict[str, Any], messages: list[Any]) -> rules.Reply:
+def _orchestrate(body: dict[str, Any], messages: list[Any]) -> replies.Reply:
     tools = {orchestrator_rules.tool_name(t): t for t in body.get("tools") or []}
     text = _last_user_text(messages)
     question = orchestrator_question(text)
@@ -197,15 +197,15 @@ def _orchestrate(body: dict[str, Any], messages: list[Any]) -> rules.Reply:
     valid = _call(name, {"model": aliases[(int(digest[18:20], 16) + step) % len(aliases)]})
     marker = INVALID_RE.search(question)
     if marker is None:
-        return rules.Reply(AGENT_ORCHESTRATOR, None, [valid])
+        return replies.Reply(AGENT_ORCHESTRATOR, None, [valid])
     kind, then_valid = marker.group(1), bool(marker.group(2))
     if kind == "none":
-        return rules.Reply(AGENT_ORCHESTRATOR, "I will think about which tool to use.")
+        return replies.Reply(AGENT_ORCHESTRATOR, "I will think about which tool to use.")
     invalid = {"unknown_tool": _call("browse", {"model": "search-1"}),
                "bad_arguments": _call(name, "{not json"),
                "missing_model": _call(name, {}),
                "unknown_alias": _call(name, {"model": f"{name}-99"})}[kind]
-    return rules.Reply(AGENT_ORCHESTRATOR, None, [invalid, valid] if then_valid else [invalid])
+    return replies.Reply(AGENT_ORCHESTRATOR, None, [invalid, valid] if then_valid else [invalid])
 
 
 def _code(question: str) -> str:
@@ -219,24 +219,24 @@ def _code(question: str) -> str:
 def correct_verdict(text: str) -> bool:
     """The correct judge's verdict on a prompt (see the module docstring)."""
     graded = text.rsplit("Student answer:", 1)[-1].split("Reference answer:", 1)[0]
-    found = rules.TOKEN_RE.findall(graded)
-    return bool(found) and rules.token_is_right(found[0])
+    found = replies.TOKEN_RE.findall(graded)
+    return bool(found) and replies.token_is_right(found[0])
 
 
-def respond(role: str, body: dict[str, Any]) -> rules.Reply:
+def respond(role: str, body: dict[str, Any]) -> replies.Reply:
     messages = body.get("messages") or []
     if role == AGENT_ORCHESTRATOR:
         return _orchestrate(body, messages)
     if role == CORRECT_JUDGE:
-        prompt = "\n".join(rules.message_text(m) for m in messages)
+        prompt = "\n".join(replies.message_text(m) for m in messages)
         verdict = "True" if correct_verdict(prompt) else "False"
-        return rules.Reply(role, f"Comparing the two answers.\n<correct>{verdict}</correct>", judge=True)
+        return replies.Reply(role, f"Comparing the two answers.\n<correct>{verdict}</correct>", judge=True)
     question = expert_question(_last_user_text(messages))
     if role == QUERY_WRITER:
-        return rules.Reply(role, f"The missing piece is a fact about the question.\n<query>{question}</query>")
+        return replies.Reply(role, f"The missing piece is a fact about the question.\n<query>{question}</query>")
     if role == CODE_WRITER:
-        return rules.Reply(role, f"This program computes an intermediate value.\n```python\n{_code(question)}```")
-    token = rules.answer_token(question)
+        return replies.Reply(role, f"This program computes an intermediate value.\n```python\n{_code(question)}```")
+    token = replies.answer_token(question)
     if role == ANSWERER:
-        return rules.Reply(role, f"<think>I combine the context with the question.</think>\n<answer>{token}</answer>")
-    return rules.Reply(role, f"Reasoning step by step over the context.\nThe final answer is \\boxed{{{token}}}.")
+        return replies.Reply(role, f"<think>I combine the context with the question.</think>\n<answer>{token}</answer>")
+    return replies.Reply(role, f"Reasoning step by step over the context.\nThe final answer is \\boxed{{{token}}}.")

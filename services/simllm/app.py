@@ -35,7 +35,7 @@ from typing import Any
 
 import psutil
 from aiohttp import web
-from orchestra_ops.services.simllm import lora, rules, wire
+from orchestra_ops.services.simllm import lora, replies, rules, wire
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import Fate, FaultPlan
 from orchestra_ops.services.simllm.metrics import SimMetrics
@@ -67,7 +67,7 @@ class _Answer:
     """What one chat request gets back, whichever way it is sent."""
 
     persona: str
-    reply: rules.Reply
+    reply: replies.Reply
     n_prompt: int
     n_completion: int
     details: dict[str, Any] | None  # prompt_tokens_details (None without the flag)
@@ -160,7 +160,7 @@ class SimEngine:
             metrics.failed[404] += 1
             return wire.unknown_model(body.get("model"), self.config.model)
         body["model"] = persona  # the rules answer as the model asked for (an adapter answers as itself)
-        n_chars, n_prompt = rules.prompt_size(body)
+        n_chars, n_prompt = replies.prompt_size(body)
         refused = self._limits_error(body, n_chars, n_prompt)
         if refused is not None:
             metrics.failed[400] += 1
@@ -199,21 +199,21 @@ class SimEngine:
             reply = lora.adapter_reply(reply, persona)
         if reply.judge and fate.malformed:
             self.metrics.malformed += 1
-            reply = rules.malformed(reply)
+            reply = replies.malformed(reply)
         if reply.tool_calls and isinstance(body.get("tool_choice"), dict):
             reply = replace(reply, finish="stop")  # vLLM: a named tool_choice ends with "stop"
         budget = self.config.max_model_len - n_prompt
         max_tokens = _max_tokens(body)
         if max_tokens is not None:
             budget = min(budget, max_tokens)
-        reply = rules.fit(reply, max(1, budget))
+        reply = replies.fit(reply, max(1, budget))
         cached = created = 0
         if n_prompt >= BLOCK_TOKENS:  # shorter prompts fill no block: skip building their key
-            cached, created = self.prefix_cache.admit(rules.prompt_key(body), n_prompt)
+            cached, created = self.prefix_cache.admit(replies.prompt_key(body), n_prompt)
         self.metrics.prefix_queries += n_prompt
         self.metrics.prefix_hits += cached
         details = wire.prompt_details(cached, created) if self.config.enable_prompt_tokens_details else None
-        return _Answer(persona, reply, n_prompt, rules.completion_tokens(reply), details)
+        return _Answer(persona, reply, n_prompt, replies.completion_tokens(reply), details)
 
     def _request_id(self, fate: Fate) -> str:
         return f"chatcmpl-sim{self.config.seed}-{fate.index}"
@@ -236,7 +236,7 @@ class SimEngine:
                 f"value={limit + 1})", param="input_tokens")
         return None
 
-    def _tool_calls(self, fate: Fate, reply: rules.Reply) -> list[dict[str, Any]]:
+    def _tool_calls(self, fate: Fate, reply: replies.Reply) -> list[dict[str, Any]]:
         return [{"id": f"chatcmpl-tool-{fate.index}-{i}", "type": "function",
                  "function": {"name": call["name"], "arguments": call["arguments"]}}
                 for i, call in enumerate(reply.tool_calls)]
@@ -295,7 +295,7 @@ class SimEngine:
             if last:
                 choice["stop_reason"] = None
             choice["token_ids"] = None
-            await send(choice, rules.estimate_tokens(piece), closing if last else None)
+            await send(choice, replies.estimate_tokens(piece), closing if last else None)
         for i, call in enumerate(calls):
             function = call["function"]
             for number, piece in enumerate(_pieces(function["arguments"]) or [""]):
@@ -303,7 +303,7 @@ class SimEngine:
                           "function": {"name": function["name"], "arguments": piece}} if number == 0
                          else {"index": i, "function": {"name": None, "arguments": piece}})
                 await send({"delta": {"tool_calls": [delta]}, "logprobs": None, "finish_reason": None,
-                            "token_ids": None}, rules.estimate_tokens(piece))
+                            "token_ids": None}, replies.estimate_tokens(piece))
         if calls or not pieces:
             await send({"delta": {}, "logprobs": None, "finish_reason": reply.finish_reason, "stop_reason": None,
                         "token_ids": None}, 0, closing)

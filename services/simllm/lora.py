@@ -5,7 +5,7 @@ Rules (tests import these to know what the sim does):
 * ``--enable-lora --lora-modules ITEM …``: ITEM is vLLM's ``NAME=PATH`` or JSON ``{"name", "path",
   "base_model_name"}``. Static adapters load at startup through the same checks as the load
   endpoint; one that fails aborts startup (a ConfigError), as vLLM's ``init_static_loras`` does.
-* An adapter directory is checked with ``orchestra_ops.lora.adapter.inspect_adapter`` against
+* An adapter directory is checked with ``orchestra_ops.config.adapter_dir.inspect_adapter`` against
   ``--max-lora-rank`` (default 16); ``--max-loras`` is accepted and has no effect.
 * Runtime endpoints exist only when ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` is ``1`` or ``true`` (any
   case); otherwise they are not routes at all (404), as in vLLM.
@@ -26,7 +26,7 @@ Rules (tests import these to know what the sim does):
   ``root`` = the path as given, ``parent`` = ``base_model_name`` when it is the served name, else
   the served name, ``max_model_len`` null.
 * A chat request whose ``model`` is an adapter is answered as that adapter: the benchmark rules
-  (benchmark_rules.py) take the request's model as the persona, and an expert answer's token ``T``
+  (opencompass_rules.py) take the request's model as the persona, and an expert answer's token ``T``
   becomes ``answer_token(NAME + "\\n" + T)`` (``adapter_reply``). Any other name is vLLM's 404.
 """
 
@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from orchestra_ops.services.simllm import rules, wire
+from orchestra_ops.services.simllm import replies, wire
 from orchestra_ops.services.simllm.config import SimConfig
 
+from orchestra_ops.config.adapter_dir import inspect_adapter
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.lora.adapter import inspect_adapter
 
 RUNTIME_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
 
@@ -136,12 +136,12 @@ class AdapterTable:
         return [wire.model_card(a.name, a.path, a.parent, None, created) for a in self.adapters.values()]
 
 
-def adapter_reply(reply: rules.Reply, adapter: str) -> rules.Reply:
+def adapter_reply(reply: replies.Reply, adapter: str) -> replies.Reply:
     """An adapter's expert answer: each answer token T in the text becomes answer_token(adapter + "\\n" + T)."""
-    if reply.role != rules.EXPERT or not reply.content:
+    if reply.role != replies.EXPERT or not reply.content:
         return reply
-    text = rules.TOKEN_RE.sub(lambda m: rules.answer_token(f"{adapter}\n{m.group(0)}"), reply.content)
-    return rules.Reply(reply.role, text, reply.tool_calls, reply.judge)
+    text = replies.TOKEN_RE.sub(lambda m: replies.answer_token(f"{adapter}\n{m.group(0)}"), reply.content)
+    return replies.Reply(reply.role, text, reply.tool_calls, reply.judge)
 
 
 _ERROR_TYPES = {400: "InvalidUserInput", 404: "NotFoundError", 500: "InternalServerError"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestra_ops.services.simllm.rules import (
+from orchestra_ops.services.simllm.replies import (
     ORCHESTRATOR,
     Reply,
     _digest,

@@ -47,7 +47,7 @@ import json
 import re
 from typing import Any
 
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import replies
 
 TAU2_AGENT = "tau2_agent"
 TAU2_USER = "tau2_user"
@@ -95,7 +95,7 @@ def agent_directives(scenario: str) -> list[str]:
 
 
 def _texts(messages: list[Any], role: str) -> list[str]:
-    return [rules.message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == role]
+    return [replies.message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == role]
 
 
 def classify(body: dict[str, Any], texts: list[str]) -> str | None:
@@ -131,51 +131,51 @@ def _offered(body: dict[str, Any]) -> set[str]:
     return {str((t.get("function") or {}).get("name")) for t in body.get("tools") or () if isinstance(t, dict)}
 
 
-def agent_reply(body: dict[str, Any]) -> rules.Reply:
+def agent_reply(body: dict[str, Any]) -> replies.Reply:
     messages = body.get("messages") or []
     user_text = "\n".join(_texts(messages, "user"))
     flags = set(FLAG_RE.findall(user_text))
     done = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
                for c in m.get("tool_calls") or () if (c.get("function") or {}).get("name") != CALL_EXPERT)
     if ("agent", "invalid") in flags:
-        return rules.Reply(TAU2_AGENT, None, [{"name": INVALID_TOOL, "arguments": "{}"}])
-    spoken = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and rules.message_text(m)]
+        return replies.Reply(TAU2_AGENT, None, [{"name": INVALID_TOOL, "arguments": "{}"}])
+    spoken = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and replies.message_text(m)]
     if ("agent", "silent") in flags and done == 0 and len(spoken) <= 1:
-        return rules.Reply(TAU2_AGENT, "")
+        return replies.Reply(TAU2_AGENT, "")
     plan = agent_plan(user_text, body.get("seed"))
     calls = [c for c in plan if c["name"] != CALL_EXPERT]
     if CALL_EXPERT in _offered(body):
         positions = [i for i, c in enumerate(plan) if c["name"] != CALL_EXPERT]
         at = positions[done] if done < len(positions) else len(plan)
         if at > 0 and plan[at - 1]["name"] == CALL_EXPERT:
-            return rules.Reply(TAU2_AGENT, None, [plan[at - 1]])
+            return replies.Reply(TAU2_AGENT, None, [plan[at - 1]])
     if ("agent", "parallel") in flags and done == 0 and calls:
-        return rules.Reply(TAU2_AGENT, None, calls)
+        return replies.Reply(TAU2_AGENT, None, calls)
     if done < len(calls):
-        return rules.Reply(TAU2_AGENT, None, [calls[done]])
+        return replies.Reply(TAU2_AGENT, None, [calls[done]])
     says = SAY_RE.findall(user_text)
     text = " ".join(says) if says else IDLE_TEXT
     if ("agent", "tagged") in flags:
         text = f"<think>I have done what was asked.</think><message>{text}</message>"
-    return rules.Reply(TAU2_AGENT, text)
+    return replies.Reply(TAU2_AGENT, text)
 
 
-def user_reply(body: dict[str, Any]) -> rules.Reply:
+def user_reply(body: dict[str, Any]) -> replies.Reply:
     messages = body.get("messages") or []
     match = SCENARIO_RE.search("\n".join(_texts(messages, "system")))
     scenario = match.group(1) if match else ""
     own_calls = _calls_made(messages)
     user_calls = [_call(name, args) for name, args, _, _ in call_directives(scenario, "user_call")]
     if own_calls < len(user_calls):
-        return rules.Reply(TAU2_USER, None, [user_calls[own_calls]])
+        return replies.Reply(TAU2_USER, None, [user_calls[own_calls]])
     spoken = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
-              and rules.message_text(m) and not m.get("tool_calls")]
+              and replies.message_text(m) and not m.get("tool_calls")]
     if not spoken:
-        return rules.Reply(TAU2_USER, FIRST_TEXT + " ".join(agent_directives(scenario)))
+        return replies.Reply(TAU2_USER, FIRST_TEXT + " ".join(agent_directives(scenario)))
     flags = set(FLAG_RE.findall(scenario))
     if ("user", "never_stop") in flags:
-        return rules.Reply(TAU2_USER, MORE_TEXT)
-    return rules.Reply(TAU2_USER, TRANSFER_TEXT if ("user", "transfer") in flags else STOP_TEXT)
+        return replies.Reply(TAU2_USER, MORE_TEXT)
+    return replies.Reply(TAU2_USER, TRANSFER_TEXT if ("user", "transfer") in flags else STOP_TEXT)
 
 
 def outcome_met(outcome: str, conversation: str) -> bool:
@@ -195,18 +195,18 @@ def _outcome_list(text: str) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-def judge_reply(body: dict[str, Any]) -> rules.Reply:
-    text = "\n".join(rules.message_text(m) for m in body.get("messages") or [])
+def judge_reply(body: dict[str, Any]) -> replies.Reply:
+    text = "\n".join(replies.message_text(m) for m in body.get("messages") or [])
     head, _, tail = text.rpartition("expectedOutcomes:")
     conversation = head.rpartition("conversation:")[2]
     start, end = tail.find("["), tail.rfind("]")
     outcomes = _outcome_list(tail[start:end + 1]) if start >= 0 else []
     results = [{"expectedOutcome": o, "reasoning": "checked against the agent's messages",
                 "metExpectation": outcome_met(str(o), conversation)} for o in outcomes]
-    return rules.Reply(TAU2_JUDGE, json.dumps({"results": results}), judge=True)
+    return replies.Reply(TAU2_JUDGE, json.dumps({"results": results}), judge=True)
 
 
-def respond(role: str, body: dict[str, Any]) -> rules.Reply:
+def respond(role: str, body: dict[str, Any]) -> replies.Reply:
     if role == TAU2_JUDGE:
         return judge_reply(body)
     if role == TAU2_USER:

@@ -6,7 +6,7 @@
 
 `model` may be the served name or a loaded LoRA adapter (as vLLM); another is vLLM's 404. With
 `messages`, the tokens are those of the chat request's prompt, so `count` equals the
-`usage.prompt_tokens` a chat request with those messages (and `tools`) gets (rules.prompt_size):
+`usage.prompt_tokens` a chat request with those messages (and `tools`) gets (replies.prompt_size):
 the messages' texts and tool calls, concatenated, then `tokens.TEMPLATE_TOKENS_PER_MESSAGE`
 template tokens per message (id `tokens.TEMPLATE_TOKEN`, no text), then the `tools` JSON.
 """
@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from aiohttp import web
-from orchestra_ops.services.simllm import rules, tokens, wire
+from orchestra_ops.services.simllm import replies, tokens, wire
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.lora import AdapterTable
 
@@ -27,11 +27,11 @@ def _error(status: int, message: str) -> web.Response:
 
 
 def chat_prompt_ids(body: dict[str, Any]) -> list[int]:
-    """The sim's tokens of a chat request's prompt: as many as rules.prompt_size counts."""
+    """The sim's tokens of a chat request's prompt: as many as replies.prompt_size counts."""
     parts: list[str] = []
     messages = [m for m in body.get("messages") or [] if m is not None]
     for message in messages:
-        parts.append(rules.message_text(message))
+        parts.append(replies.message_text(message))
         if isinstance(message, dict):
             for call in message.get("tool_calls") or ():
                 function = call.get("function") if isinstance(call, dict) else None

@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestra_ops.detach import tmux_socket
+from orchestra_ops.supervise.detach import tmux_socket
 from tests.helpers import kill_tree, run_ops
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 from tests.integration.test_fleet import BACKENDS, Harness
 from tests.simserver import SimServer
 

@@ -9,8 +9,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from orchestra_ops.services.simllm import benchmark_more as bm
-from orchestra_ops.services.simllm import benchmark_synthetic as syn
+from orchestra_ops.services.simllm import opencompass_more_rules as bm
+from orchestra_ops.services.simllm import opencompass_synthetic as syn
 
 from tests.helpers import free_port
 from tests.integration import test_opencompass_more_suites as suites

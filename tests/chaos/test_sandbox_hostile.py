@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestra_ops.services.simllm import agent_rules, rules
+from orchestra_ops.services.simllm import agent_rules, replies
 
 from orchestra_ops.sandbox import detect_isolation
 from orchestra_ops.sandbox.layout import interpreter_roots
@@ -304,8 +304,8 @@ def _coding_fleet(tmp_path: Path, sim_server: Callable[..., SimServer]) -> tuple
     topology = standard_fleet(home, *sims, {"retrieval": f"127.0.0.1:{free_port()}"})
     coding = [q for q in questions(40, search=False) if "enhance_reasoning" in agent_rules.plan(q)][:3]
     assert len(coding) == 3
-    data = write_jsonl(tmp_path / "coding.jsonl",
-                       [{"id": f"q{i}", "question": q, "answer": rules.answer_token(q)} for i, q in enumerate(coding)])
+    data = write_jsonl(tmp_path / "coding.jsonl", [{"id": f"q{i}", "question": q, "answer": replies.answer_token(q)}
+                                                   for i, q in enumerate(coding)])
     return ["--topology", str(topology), "--dataset", str(data), "--no-analyze"], {"OPS_HOME": str(home)}, data
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from orchestra_ops.evals.agent.records import write_trajectory
 
-from orchestra_ops.redact import Redactor, install, redact
+from orchestra_ops.core.redact import Redactor, install, redact
 from tests.helpers import run_ops
 from tests.integration.eval_fixtures import results
 

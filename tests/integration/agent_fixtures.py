@@ -1,7 +1,6 @@
 """Helpers of the hle/frames tests: a fleet of sims described by a real topology file, datasets,
 and the scores the sim's rules predict, computed from services/simllm/agent_rules.py and the
 reference's formulas alone (never from the suite's code)."""
-
 from __future__ import annotations
 
 import json
@@ -12,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from orchestra_ops.services.simllm import agent_rules, rules
+from orchestra_ops.services.simllm import agent_rules, replies
 
 from tests.simserver import SimServer
 
-BUNDLED = Path(__file__).resolve().parents[2] / "evals" / "data"
+BUNDLED = Path(__file__).resolve().parents[2] / "evals" / "agent" / "data"
 
 
 def write_fleet(home: Path, models: Mapping[str, tuple[SimServer, Mapping[str, Any]]], roles: Mapping[str, str], *,
@@ -98,16 +97,16 @@ def expected(samples: list[dict[str, Any]], *, protocol: str = "toolorchestra", 
         rounds.append(len(plan) + 1)
         tools.update(plan)
         tools["answer"] += 1
-        token = rules.answer_token(q)
+        token = replies.answer_token(q)
         if protocol == "cais":
-            right = rules.token_is_right(token)
+            right = replies.token_is_right(token)
             judged.append((0.9 if right else 0.2, right))
             judge_calls += 1
         elif gold.strip().lower() == token.lower():
             right = True
             exact += 1
         else:
-            right = rules.token_is_right(token)
+            right = replies.token_is_right(token)
             judge_calls += 1
         correct += right
     out: dict[str, Any] = {"correct": correct, "units": len(samples), "mean_rounds": sum(rounds) / len(rounds),

@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.services.simllm import rubric_rules, rules
+from orchestra_ops.services.simllm import healthbench_rules as rubric_rules
+from orchestra_ops.services.simllm import replies
 
-BUNDLED = Path(__file__).resolve().parents[2] / "evals" / "data" / "healthbench_synthetic.jsonl"
+BUNDLED = Path(__file__).resolve().parents[2] / "evals" / "healthbench" / "data" / "healthbench_synthetic.jsonl"
 Row = dict[str, Any]
 
 
@@ -23,7 +24,7 @@ def bundled_rows() -> list[Row]:
 def sim_candidate_token(row: Row) -> str:
     """The sim candidate answers `\\boxed{answer_token(first user message)}` (rules.py, expert)."""
     first_user = next(m["content"] for m in row["prompt"] if m["role"] == "user")
-    return rules.answer_token(first_user)
+    return replies.answer_token(first_user)
 
 
 def grades(row: Row, token: str) -> list[bool]:

@@ -1,5 +1,5 @@
 """Helpers of the tau2 tests: a fleet of sims (agent, user simulator, judge) and the rewards the
-synthetic domain's tasks get from the sim, written down from the tasks' design (evals/data/tau2,
+synthetic domain's tasks get from the sim, written down from the tasks' design (evals/tau2/data,
 services/simllm/tau2_rules.py) and τ²-bench's formulas, never computed by the suite's code."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from tests.integration.agent_fixtures import write_fleet
 from tests.simserver import SimServer
 
-SYNTHETIC = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau2" / "domains" / "synthetic"
+SYNTHETIC = Path(__file__).resolve().parents[2] / "evals" / "tau2" / "data" / "domains" / "synthetic"
 
 # task id -> (reward, termination) for the sim; flaky_booking depends on the trial's seed (odd: 0)
 EXPECTED: dict[str, tuple[float, str]] = {

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("faiss")
 pytest.importorskip("sentence_transformers")
 
-from orchestra_ops.services.simllm import agent_rules, rules, tokens
+from orchestra_ops.services.simllm import agent_rules, replies, tokens
 
 from tests.helpers import free_port, run_ops
 from tests.integration.agent_fixtures import (
@@ -148,7 +148,7 @@ def test_hle_scores_what_the_sim_predicts_and_every_search_carries_the_payload(t
         record = records[sample["id"]]
         plan = agent_rules.plan(sample["question"])
         assert [c["tool"] for c in record["calls"]] == [*plan, "answer"]
-        assert record["rounds"] == len(plan) + 1 and record["pred"] == rules.answer_token(sample["question"])
+        assert record["rounds"] == len(plan) + 1 and record["pred"] == replies.answer_token(sample["question"])
         trajectory = json.loads((run_dir / record["trajectory"]).read_text())
         outputs = [r["tool"]["exec_result"] for r in trajectory["rounds"] if r["tool"]["tool"] == "enhance_reasoning"]
         assert outputs == [agent_rules.code_output(sample["question"])] * plan.count("enhance_reasoning")

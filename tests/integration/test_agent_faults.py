@@ -1,7 +1,6 @@
 """The agent loop when things go wrong: invalid tool calls, a hanging expert, a judge that never
 parses, code that never ends; and tool aliases routed by the topology. Sims over real HTTP; no
 search is planned for these questions, so the retrieval service is a port nothing listens on."""
-
 from __future__ import annotations
 
 import json
@@ -9,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.services.simllm import agent_rules, rules
+from orchestra_ops.services.simllm import agent_rules, replies
 
 from tests.helpers import free_port, run_ops
 from tests.integration.agent_fixtures import expected, questions, read_jsonl, standard_fleet, write_fleet, write_jsonl
@@ -91,7 +90,7 @@ def test_an_invalid_call_before_a_valid_one_is_recorded_and_the_valid_one_runs(
         rounds = len(agent_rules.plan(row["question"])) + 1
         assert (record["rounds"], record["answered"]) == (rounds, True)
         assert record["invalid"] == {str(CODES[row["id"]]): rounds}
-        assert record["pred"] == rules.answer_token(row["question"])
+        assert record["pred"] == replies.answer_token(row["question"])
     assert sum(r["correct"] for r in records.values()) == want["correct"]
     out = tmp_path / "export"
     assert run_ops(["export", str(run_dir), "--out", str(out)]).returncode == 0
@@ -145,7 +144,7 @@ def test_a_judge_that_never_parses_is_a_counted_grader_error(tmp_path: Path,
                                                              sim_server: Callable[..., SimServer]) -> None:
     topology, env, sims = _fleet(tmp_path, sim_server, args=["--malformed-rate", "1"])
     chosen = questions(12, search=False)
-    rows = [{"id": f"g{i}", "question": q, "answer": rules.answer_token(q) if i % 2 else "not the sim's answer"}
+    rows = [{"id": f"g{i}", "question": q, "answer": replies.answer_token(q) if i % 2 else "not the sim's answer"}
             for i, q in enumerate(chosen)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
@@ -172,7 +171,7 @@ def test_a_judge_that_never_parses_is_a_counted_grader_error(tmp_path: Path,
     assert (_requests(sims["orchestrator"]), _requests(sims["experts"])) == before and _requests(healthy) == 6
     final = {r["id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
     assert all(final[k]["regraded"] and final[k]["status"] == "ok" and
-               final[k]["correct"] == rules.token_is_right(rules.answer_token(rows[int(k[1:])]["question"]))
+               final[k]["correct"] == replies.token_is_right(replies.answer_token(rows[int(k[1:])]["question"]))
                for k in judged)
     scores = json.loads((run_dir / "scores.json").read_text())
     assert (scores["grader_errors"], scores["scored"]) == (0, 12)

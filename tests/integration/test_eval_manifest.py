@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestra_ops import __version__
+from orchestra_ops.fleet.state import FleetState, write_state
 from orchestra_ops.runner.manifest import ids_sha256, redact
-from orchestra_ops.state import FleetState, write_state
 from tests.helpers import OPS, REPO, kill_tree, run_ops
 from tests.integration.eval_fixtures import dataset, model_config
 from tests.simserver import SimServer

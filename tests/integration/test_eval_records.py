@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.client.errors import CallError
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.call_errors import CallError
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing, Target
 from tests.helpers import run_ops
@@ -77,7 +77,7 @@ def test_fleet_limit_caps_calls_in_flight_to_a_target(sim_server: Callable[..., 
     sim = sim_server("m", args=["--latency-ms", "150"])
 
     async def main() -> None:
-        fleet = Fleet(_routing(sim.port))
+        fleet = FleetClient(_routing(sim.port))
         fleet.limit("judge", 3)
         try:
             await asyncio.gather(*(fleet.chat("judge", [{"role": "user", "content": f"q{i}"}], task=i)
@@ -94,7 +94,7 @@ def test_fleet_limit_caps_calls_in_flight_to_a_target(sim_server: Callable[..., 
 def test_a_model_timeout_applies_unless_the_cli_overrides_it(sim_server: Callable[..., SimServer]) -> None:
     sim = sim_server("m", args=["--latency-ms", "600"])
 
-    async def call(fleet: Fleet) -> CallError | None:
+    async def call(fleet: FleetClient) -> CallError | None:
         try:
             await fleet.chat("judge", [{"role": "user", "content": "q"}])
         except CallError as exc:
@@ -103,10 +103,10 @@ def test_a_model_timeout_applies_unless_the_cli_overrides_it(sim_server: Callabl
             await fleet.close()
         return None
 
-    timed_out = asyncio.run(call(Fleet(_routing(sim.port, timeout=0.2), retry=RetryPolicy(attempts=1))))
+    timed_out = asyncio.run(call(FleetClient(_routing(sim.port, timeout=0.2), retry=RetryPolicy(attempts=1))))
     assert timed_out is not None and timed_out.kind == "timeout"
     assert "within 0.2 s" in timed_out.message
-    assert asyncio.run(call(Fleet(_routing(sim.port, timeout=0.2), retry=RetryPolicy(attempts=1),
+    assert asyncio.run(call(FleetClient(_routing(sim.port, timeout=0.2), retry=RetryPolicy(attempts=1),
                                   request_timeout_s=30))) is None
 
 
@@ -114,7 +114,7 @@ def test_limit_after_the_first_call_is_a_bug(sim_server: Callable[..., SimServer
     sim = sim_server("m", args=["--latency-ms", "1"])
 
     async def main() -> None:
-        fleet = Fleet(_routing(sim.port))
+        fleet = FleetClient(_routing(sim.port))
         try:
             await fleet.chat("judge", [{"role": "user", "content": "q"}])
             with pytest.raises(RuntimeError, match="after the first call"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.state import FleetState, write_state
+from orchestra_ops.fleet.state import FleetState, write_state
 from tests.helpers import free_port, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer

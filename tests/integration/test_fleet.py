@@ -19,7 +19,7 @@ import psutil
 import pytest
 import yaml
 
-from orchestra_ops.procs import listeners
+from orchestra_ops.core.procs import listeners
 from tests.helpers import free_port_block, kill_tree, run_ops, still_ours
 
 BACKENDS = ["local", "tmux"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestra_ops.state import FleetState, NodeRecord, ProcessRecord, write_state
+from orchestra_ops.fleet.state import FleetState, NodeRecord, ProcessRecord, write_state
 from tests.helpers import OPS, REPO, kill_tree
 from tests.simserver import SimServer
 from tests.terminal import Terminal

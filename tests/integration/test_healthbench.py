@@ -113,9 +113,9 @@ def test_responses_file_makes_no_candidate_call(tmp_path: Path, sim_server: Call
     rows = bundled_rows()[:20]
 
     def token_of(row: dict) -> str:
-        from orchestra_ops.services.simllm import rules
+        from orchestra_ops.services.simllm import replies
 
-        return rules.answer_token(f"response to {row['prompt_id']}")
+        return replies.answer_token(f"response to {row['prompt_id']}")
 
     responses = write_responses(tmp_path / "responses.jsonl", rows, token_of)
     candidate, judge, config = _sims(sim_server, tmp_path, ["--latency-ms", "5"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from orchestra_ops.services.simllm import benchmark_rules as br
+from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
 from tests.helpers import free_port_block, run_ops

@@ -14,10 +14,10 @@ import httpx
 import psutil
 import pytest
 import yaml
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import replies, rules
 from orchestra_ops.services.simllm.lora import adapter_reply
 
-from orchestra_ops.state import FleetState, ProcessRecord, write_state
+from orchestra_ops.fleet.state import FleetState, ProcessRecord, write_state
 from tests.adapters import make_adapter
 from tests.helpers import free_port_block, run_ops
 from tests.simserver import SimServer
@@ -92,7 +92,7 @@ def test_load_into_every_replica_then_unload_everywhere(fleet: Fleet, tmp_path: 
     assert run.returncode == 0, run.stderr
     base_text = rules.respond({"model": "sim/base", "messages": [{"role": "user", "content": question}]}).content
     answer = json.loads((tmp_path / "run" / "results.jsonl").read_text())["answer"]
-    assert answer == adapter_reply(rules.Reply(rules.EXPERT, base_text), "ft").content != base_text
+    assert answer == adapter_reply(replies.Reply(replies.EXPERT, base_text), "ft").content != base_text
 
     again = fleet.ops("lora", "load", "ft", str(ft))
     assert again.returncode == 2

@@ -11,7 +11,7 @@ import json
 import psutil
 import pytest
 
-from orchestra_ops.procs import listeners
+from orchestra_ops.core.procs import listeners
 from tests.helpers import REPO, free_port_block
 from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness
 

@@ -1,6 +1,6 @@
 """humaneval, bbh, hellaswag, ARC and cmmlu over one shared sim fleet (base model and adapter): exact scores.
 
-Each expectation is computed here from the sim's persona rules (benchmark_more) and OpenCompass's
+Each expectation is computed here from the sim's persona rules (opencompass_more_rules) and OpenCompass's
 postprocessor semantics written again below (opencompass/datasets/bbh.py, text_postprocessors.py,
 humaneval.py at a5acc4bb; only the forms the sim writes), not imported from the suites, so a suite that
 extracts or scores differently fails. humaneval programs really run in the sandbox: ones that pass, fail,
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestra_ops.services.simllm import benchmark_more as bm
-from orchestra_ops.services.simllm import benchmark_synthetic as syn
+from orchestra_ops.services.simllm import opencompass_more_rules as bm
+from orchestra_ops.services.simllm import opencompass_synthetic as syn
 
 from tests.adapters import make_adapter
 from tests.helpers import run_ops

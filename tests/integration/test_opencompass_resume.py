@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestra_ops.services.simllm import benchmark_rules as br
+from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
 from tests.helpers import run_ops

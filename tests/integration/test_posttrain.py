@@ -1,7 +1,7 @@
 """`ops posttrain` over a real simulated fleet (`ops up`, runtime LoRA): exact scores, pass and block,
 the time limit and the resume after it, bad input, and the same call from Python.
 
-The expected numbers are computed here from the sim's rules (benchmark_rules) and OpenCompass's
+The expected numbers are computed here from the sim's rules (opencompass_rules) and OpenCompass's
 extraction as the reference states it (test_opencompass_suites's helpers), and the interval and the
 verdict from their definitions, so a gate that scores, pairs or decides differently fails.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from orchestra_ops.services.simllm import benchmark_rules as br
+from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
 from tests.helpers import REPO, free_port_block, run_ops
@@ -28,7 +28,7 @@ BASE = "sim/base"  # skill 88 in the sim's rules
 CLOSE = "lora-b"  # skill 79: a little worse than base, within the interval -> pass
 POOR = "ckpt-100"  # skill 31: far worse -> block
 Z = 1.959963984540054
-DATA = REPO / "evals" / "data"
+DATA = REPO / "evals" / "opencompass" / "data"
 
 
 class Harness:

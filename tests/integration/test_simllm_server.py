@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import replies
 
 from tests.simserver import SimServer
 
@@ -46,9 +46,9 @@ def test_chat_completion(client: openai.OpenAI) -> None:
     completion = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": question}])
     choice = completion.choices[0]
     assert choice.finish_reason == "stop" and choice.message.role == "assistant"
-    assert f"\\boxed{{{rules.answer_token(question)}}}" in (choice.message.content or "")
+    assert f"\\boxed{{{replies.answer_token(question)}}}" in (choice.message.content or "")
     usage = completion.usage
-    assert usage is not None and usage.prompt_tokens == rules.prompt_tokens(
+    assert usage is not None and usage.prompt_tokens == replies.prompt_tokens(
         {"messages": [{"role": "user", "content": question}]})
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens > usage.prompt_tokens
 
@@ -59,11 +59,11 @@ def test_stream_with_usage(client: openai.OpenAI) -> None:
                                             stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == rules.expert_text(rules.answer_token(question))
+    assert text == replies.expert_text(replies.answer_token(question))
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finishes == ["stop"]
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
-    assert chunks[-1].usage.completion_tokens == rules.completion_tokens(rules.Reply("expert", text))
+    assert chunks[-1].usage.completion_tokens == replies.completion_tokens(replies.Reply("expert", text))
     plain = list(client.chat.completions.create(model=MODEL, stream=True,
                                                 messages=[{"role": "user", "content": question}]))
     assert all(c.usage is None for c in plain)
@@ -89,12 +89,12 @@ def test_tools_give_tool_calls_then_answer(client: openai.OpenAI) -> None:
         names.append(calls[0].function.name)
         args = json.loads(calls[0].function.arguments)
         if calls[0].function.name == "answer":
-            assert args == {"answer": rules.answer_token(question)}
+            assert args == {"answer": replies.answer_token(question)}
             break
         assert args == {"query": question}
         messages.append(choice.message.model_dump(exclude_none=True))
         messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": "Fleming, 1928"})
-    assert names == ["search"] * rules.orchestrator_rounds(question) + ["answer"]
+    assert names == ["search"] * replies.orchestrator_rounds(question) + ["answer"]
 
 
 def test_streamed_tool_call(client: openai.OpenAI) -> None:
@@ -105,18 +105,18 @@ def test_streamed_tool_call(client: openai.OpenAI) -> None:
     assert calls[0].id and calls[0].function is not None and calls[0].function.name == "answer"
     assert all(c.index == 0 and c.id is None and c.function and c.function.name is None for c in calls[1:])
     arguments = "".join(c.function.arguments or "" for c in calls if c.function)
-    assert json.loads(arguments) == {"answer": rules.answer_token("q")}
+    assert json.loads(arguments) == {"answer": replies.answer_token("q")}
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
 
 
 def test_hle_judge_json(client: openai.OpenAI) -> None:
     question = "What is 6 * 7?"
-    prompt = (f"[question]: {question}\n\n[response]: \\boxed{{{rules.answer_token(question)}}}\n\n"
+    prompt = (f"[question]: {question}\n\n[response]: \\boxed{{{replies.answer_token(question)}}}\n\n"
               "Answer with extracted_final_answer, reasoning, correct, confidence.")
     content = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": prompt}]).choices[0].message.content
     verdict = json.loads(content or "")
-    assert verdict["correct"] == ("yes" if rules.answer_is_right(question) else "no")
+    assert verdict["correct"] == ("yes" if replies.answer_is_right(question) else "no")
 
 
 def test_over_max_model_len_is_vllms_400_and_max_tokens_is_clamped(client: openai.OpenAI) -> None:

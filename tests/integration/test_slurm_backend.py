@@ -12,7 +12,7 @@ import re
 import subprocess
 import time
 
-from orchestra_ops.procs import listeners
+from orchestra_ops.core.procs import listeners
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
 
 cluster = cluster_fixture(slurm=True, sshd=False)

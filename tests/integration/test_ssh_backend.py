@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestra_ops.procs import listeners
+from orchestra_ops.core.procs import listeners
 from tests.helpers import free_port, kill_tree
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
 

@@ -128,7 +128,7 @@ def _check_export(tmp_path: Path, run_dir: Path, records: dict[str, dict[str, An
     assert info["environment_info"]["domain_name"] == "synthetic"
     assert info["environment_info"]["policy"].startswith("# Fitness club support policy")
     assert "book_class" in info["environment_info"]["tool_defs"]
-    tasks_file = json.loads((REPO / "evals/data/tau2/domains/synthetic/tasks.json").read_text())
+    tasks_file = json.loads((REPO / "evals/tau2/data/domains/synthetic/tasks.json").read_text())
     assert results["tasks"] == tasks_file
     assert len(results["simulations"]) == len(records)
     for simulation in results["simulations"]:
@@ -192,7 +192,7 @@ def test_toolorchestra_protocol_routes_call_expert_to_the_alias_roles(tmp_path: 
                                {"orchestrator": "agent", "user": "usersim", "judge": "judge", "strong": "experts"},
                                aliases={"expert-1": "strong", "expert-2": "strong", "expert-3": "strong"},
                                name="tau2to")
-        tasks = json.loads((REPO / "evals/data/tau2/domains/synthetic/tasks.json").read_text())
+        tasks = json.loads((REPO / "evals/tau2/data/domains/synthetic/tasks.json").read_text())
         by_id = {t["id"]: t for t in tasks}
         delegated = json.loads(json.dumps(by_id["book_pilates"]))
         delegated["id"] = "book_via_expert"

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orchestra_ops.evals.frames import FramesSuite
-from orchestra_ops.evals.hle import HleSuite
+from orchestra_ops.evals.agent.frames import FramesSuite
+from orchestra_ops.evals.agent.hle import HleSuite
 
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.errors import ConfigError

@@ -14,7 +14,7 @@ from orchestra_ops.runner.templates import packaged, read_template
 
 
 def spec():  # type: ignore[no-untyped-def]
-    return load_tools(read_template("tools", packaged("templates/agent_tools.json")))
+    return load_tools(read_template("tools", packaged("agent/templates/agent_tools.json")))
 
 
 def call(name: str, arguments: object) -> dict[str, object]:
@@ -40,7 +40,7 @@ def test_codes_and_the_first_valid_call() -> None:
 
 
 def test_a_tools_file_without_enum_uses_the_original_table_and_bad_files_are_named(tmp_path: Path) -> None:
-    tools = json.loads(Path(packaged("templates/agent_tools.json")).read_text())
+    tools = json.loads(Path(packaged("agent/templates/agent_tools.json")).read_text())
     for tool in tools:
         del tool["function"]["parameters"]["properties"]["model"]["enum"]
     path = tmp_path / "tools.json"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from orchestra_ops.analysis.histogram import count_into, histogram, linear_edges, log_edges
-from orchestra_ops.analysis.stats import percentile, summarize
+from orchestra_ops.core.stats import percentile, summarize
 
 
 def test_summary_of_1_to_101_seconds_is_known_exactly() -> None:

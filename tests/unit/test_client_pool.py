@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import pytest
 
+from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.chat import ModelClient
-from orchestra_ops.client.errors import CallError, TransportError
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.chat import CallEvent, ModelClient
-from orchestra_ops.client.errors import CallError
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, parse_retry_after

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from orchestra_ops.client.errors import TransportError
+from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import parse_retry_after
 from orchestra_ops.client.transport import KeepAliveTransport

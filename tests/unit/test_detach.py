@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.client.callctx import current_role, current_task
-from orchestra_ops.detach import DetachRequest, eval_slurm_settings, sbatch_script, signal_lead_s, slurm_minutes
+from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.errors import ConfigError, TopologyError
-from orchestra_ops.nodes import SlurmSettings
-from orchestra_ops.runner.events import EventLog, read_events
 from orchestra_ops.runner.inflight import InFlight
 from orchestra_ops.runner.monitor import RunMonitor
 from orchestra_ops.runner.progress import Progress
+from orchestra_ops.runner.run_events import EventLog, read_events
+from orchestra_ops.supervise.detach import (
+    DetachRequest,
+    eval_slurm_settings,
+    sbatch_script,
+    signal_lead_s,
+    slurm_minutes,
+)
 
 
 @pytest.mark.parametrize(("limit", "minutes"), [("1", 1), ("90", 90), ("2:30", 2.5), ("1:00:00", 60),

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.endpoints import read_endpoints, write_endpoints
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints
 
 SAMPLE = {"Qwen/Qwen3-32B-FP8": [{"ip_addr": "research-secure-12", "port": 1820},
                                  {"ip_addr": "research-secure-12", "port": 1821}],

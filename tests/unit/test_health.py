@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from orchestra_ops.fleetinfo import undeclared_provider_vars
-from orchestra_ops.health import State, Target, parse_metrics, probe_all, probe_all_sync
+from orchestra_ops.fleet.probes import State, Target, parse_metrics, probe_all, probe_all_sync
+from orchestra_ops.fleet.views import undeclared_provider_vars
 from tests.helpers import free_port
 from tests.simserver import SimServer
 

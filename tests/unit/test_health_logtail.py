@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.logtail import FatalScanner, is_fatal, tail
+from orchestra_ops.core.logtail import FatalScanner, is_fatal, tail
 
 
 @pytest.mark.parametrize("line", [

@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from orchestra_ops.evals.healthbench import HealthBenchSuite
-from orchestra_ops.evals.healthbench_data import check_responses, load_examples, load_responses
+from orchestra_ops.evals.healthbench.dataset import check_responses, load_examples, load_responses
+from orchestra_ops.evals.healthbench.suite import HealthBenchSuite
 
 from orchestra_ops.errors import ConfigError
 from tests.helpers import REPO, run_ops

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from orchestra_ops.evals.healthbench import HealthBenchSuite
-from orchestra_ops.evals.healthbench_data import render_conversation, rubric_item_text
-from orchestra_ops.evals.healthbench_grading import (
+from orchestra_ops.evals.healthbench.dataset import render_conversation, rubric_item_text
+from orchestra_ops.evals.healthbench.grading import (
     NO_EXPLANATION,
     JudgeSettings,
     grader_prompt,
     parse_json_to_dict,
     verdict_of,
 )
-from orchestra_ops.services.simllm import rubric_rules, rules
+from orchestra_ops.evals.healthbench.suite import HealthBenchSuite
+from orchestra_ops.services.simllm import healthbench_rules as rubric_rules
+from orchestra_ops.services.simllm import replies, rules
 
 from orchestra_ops.runner.templates import load_templates
 
@@ -81,5 +82,5 @@ def test_the_packaged_grader_template_has_the_reference_structure() -> None:
     assert "user: a {b} <<rubric_item>>" in filled  # one pass: text in a value is never expanded again
     # the sim reads the same prompt as a rubric judge and grades this item
     reply = rules.respond({"messages": JudgeSettings(name="judge").messages(filled)})
-    assert reply.role == rules.JUDGE_RUBRIC
+    assert reply.role == replies.JUDGE_RUBRIC
     assert json.loads(reply.content or "")["criteria_met"] == rubric_rules.criteria_met("sim-0badc0de", "Mentions {x}.")

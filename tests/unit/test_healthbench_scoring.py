@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from orchestra_ops.evals.healthbench_scoring import (
+from orchestra_ops.evals.healthbench.scoring import (
     aggregate,
     bootstrap_std,
     calculate_score,

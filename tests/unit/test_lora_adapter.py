@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.lora.adapter import inspect_adapter, smallest_rank_for
+from orchestra_ops.config.adapter_dir import inspect_adapter, smallest_rank_for
 from tests.adapters import make_adapter
 
 

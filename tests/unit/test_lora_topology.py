@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.endpoints import endpoints_for
+from orchestra_ops.config.loader import load_topology
 from orchestra_ops.errors import TopologyError
-from orchestra_ops.plan import plan
-from orchestra_ops.topology import load_topology
+from orchestra_ops.fleet.endpoints import endpoints_for
+from orchestra_ops.fleet.plan import plan
 from tests.adapters import make_adapter
 from tests.helpers import run_ops
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.endpoints import endpoints_for
-from orchestra_ops.plan import LaunchPlan, plan
-from orchestra_ops.topology import load_topology
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.fleet.endpoints import endpoints_for
+from orchestra_ops.fleet.plan import LaunchPlan, plan
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 

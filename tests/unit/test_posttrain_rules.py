@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from orchestra_ops.evals.multi_opencompass import parse_dataset_dirs, parse_datasets, read_summary_rows
+from orchestra_ops.evals.opencompass.multi import parse_dataset_dirs, parse_datasets, read_summary_rows
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.posttrain import parse_adapter, verdict

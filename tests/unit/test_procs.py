@@ -13,7 +13,7 @@ from collections.abc import Callable
 import psutil
 import pytest
 
-from orchestra_ops import procs
+from orchestra_ops.core import procs
 from tests.helpers import STUBBORN, free_port
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from orchestra_ops.plan import plan
-from orchestra_ops.topology import load_topology
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.fleet.plan import plan
 
 NASTY = [
     "x; touch {canary}",

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from orchestra_ops.client.fleet import Fleet
+from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.routing import from_model_config
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.errors import ConfigError, StateError
-from orchestra_ops.state import FleetState, write_state
+from orchestra_ops.fleet.state import FleetState, write_state
 
 TOPOLOGY = textwrap.dedent("""\
     name: rt
@@ -108,7 +108,7 @@ def test_a_provider_key_is_read_at_call_time_and_never_kept(tmp_path: Path,
         monkeypatch.setenv("OPS_HOME", str(tmp_path / "ops"))
         monkeypatch.delenv("RT_JUDGE_KEY", raising=False)
         routing = load_routing(str(write_fleet(tmp_path, port)))
-        fleet = Fleet(routing)
+        fleet = FleetClient(routing)
         with pytest.raises(ConfigError, match=r"reads its key from \$RT_JUDGE_KEY, which is not set"):
             fleet.check(["judge"])
         client = fleet.client("judge")

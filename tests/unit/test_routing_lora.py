@@ -10,9 +10,9 @@ import pytest
 
 from orchestra_ops.client.routing import from_model_config, from_topology
 from orchestra_ops.client.sources import load_routing
+from orchestra_ops.config.loader import load_topology
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.lora.records import LoadedAdapter, write_records
-from orchestra_ops.topology import load_topology
+from orchestra_ops.fleet.lora_records import LoadedAdapter, write_records
 from tests.adapters import make_adapter
 
 

@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from orchestra_ops.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch, sbatch_lines
-from orchestra_ops.topology import SlurmSettings
+from orchestra_ops.config.topology import SlurmSettings
+from orchestra_ops.fleet.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch, sbatch_lines
 
 GOLDEN = Path(__file__).parent / "golden" / "slurm_example_gpu8.sbatch"
 
@@ -132,7 +132,7 @@ def _fake_vllm(tmp_path: Path, answer: str) -> Path:
 
 
 def test_a_refused_vllm_command_ends_the_job_before_anything_starts(tmp_path: Path) -> None:
-    from orchestra_ops.vllmcheck import check_argv
+    from orchestra_ops.fleet.argv_check import check_argv
 
     vllm = _fake_vllm(tmp_path, '{"ok": false, "version": "0.32.0", "error": "argument --dtype: invalid choice"}')
     argv = [str(vllm), "serve", "m", "--dtype", "float13"]
@@ -156,7 +156,7 @@ def test_a_refused_vllm_command_ends_the_job_before_anything_starts(tmp_path: Pa
 
 
 def test_an_accepted_vllm_command_starts_the_replicas(tmp_path: Path) -> None:
-    from orchestra_ops.vllmcheck import check_argv
+    from orchestra_ops.fleet.argv_check import check_argv
 
     vllm = _fake_vllm(tmp_path, '{"ok": true, "version": "0.32.0", "error": null}')
     argv = [str(vllm), "serve", "m"]

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestra_ops.services.simllm import agent_rules, rules, tokens
+from orchestra_ops.services.simllm import agent_rules, replies, rules, tokens
 
 from orchestra_ops.runner.templates import packaged
 
-TOOLS = json.loads(Path(packaged("templates/agent_tools.json")).read_text())
+TOOLS = json.loads(Path(packaged("agent/templates/agent_tools.json")).read_text())
 Q = "Which instrument does the glassblower Uma Novak play?"
 
 
@@ -19,7 +19,7 @@ def user(text: str) -> dict[str, str]:
     return {"role": "user", "content": text}
 
 
-def orchestrate(context: str, question: str = Q, tools: list | None = None) -> rules.Reply:
+def orchestrate(context: str, question: str = Q, tools: list | None = None) -> replies.Reply:
     body = {"messages": [{"role": "system", "content": "tools"}, user(f"Problem: {question}\n\n{context}\n\nPick.")],
             "tools": TOOLS if tools is None else tools}
     assert rules.classify(body) == agent_rules.AGENT_ORCHESTRATOR
@@ -34,7 +34,7 @@ def test_the_orchestrator_follows_its_plan_by_the_evidence_in_the_context() -> N
         call = orchestrate(context).tool_calls[0]
         assert call["name"] == tool
         aliases = agent_rules.aliases_of(next(t for t in TOOLS if t["function"]["name"] == tool))
-        salt = int(rules._digest(Q)[18:20], 16)
+        salt = int(replies._digest(Q)[18:20], 16)
         assert json.loads(call["arguments"])["model"] == aliases[(salt + step) % len(aliases)]
         context += "Doc 1: a document\n\n" if tool == "search" else "```output\nx\n```\n\n"
     assert agent_rules.progress("Doc 3: d\n```output\n1\n```\n```output\n2\n```") == 3
@@ -59,7 +59,7 @@ def test_generic_tools_keep_the_generic_orchestrator() -> None:
     tool = {"type": "function", "function": {"name": "lookup", "parameters": {
         "type": "object", "properties": {"query": {"type": "string"}, "model": {"type": "string"}},
         "required": ["query", "model"]}}}
-    assert rules.classify({"messages": [user("q")], "tools": [tool]}) == rules.ORCHESTRATOR
+    assert rules.classify({"messages": [user("q")], "tools": [tool]}) == replies.ORCHESTRATOR
 
 
 def test_experts_answer_by_the_question_after_the_context() -> None:
@@ -71,15 +71,15 @@ def test_experts_answer_by_the_question_after_the_context() -> None:
     ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert ran.stdout == agent_rules.code_output(Q)
     answer = rules.respond({"messages": [user(f"Documents:\nDoc 1: x\n\nProblem:\n{Q}\nUse <answer> and </answer>.")]})
-    assert answer.content.endswith(f"<answer>{rules.answer_token(Q)}</answer>")
+    assert answer.content.endswith(f"<answer>{replies.answer_token(Q)}</answer>")
     boxed = rules.respond({"messages": [{"role": "system", "content": "Put it in \\boxed{}."},
                                         user(f"ctx\n\nProblem:\n{Q}")]})
-    assert boxed.role == agent_rules.ANSWERER_BOXED and f"\\boxed{{{rules.answer_token(Q)}}}" in boxed.content
+    assert boxed.role == agent_rules.ANSWERER_BOXED and f"\\boxed{{{replies.answer_token(Q)}}}" in boxed.content
 
 
 def test_the_correct_judge_grades_the_student_answer_token() -> None:
-    right = next(t for t in (rules.answer_token(f"x{i}") for i in range(50)) if rules.token_is_right(t))
-    wrong = next(t for t in (rules.answer_token(f"x{i}") for i in range(50)) if not rules.token_is_right(t))
+    right = next(t for t in (replies.answer_token(f"x{i}") for i in range(50)) if replies.token_is_right(t))
+    wrong = next(t for t in (replies.answer_token(f"x{i}") for i in range(50)) if not replies.token_is_right(t))
     for token, verdict in ((right, "True"), (wrong, "False")):
         reply = rules.respond({"messages": [user(f"Question: q\n\nStudent answer: {token}\n\nReference answer: "
                                                  f"{right}\n\nSay <correct>True</correct> or not.")]})
@@ -89,5 +89,5 @@ def test_the_correct_judge_grades_the_student_answer_token() -> None:
 def test_tokens_round_trip_and_count_a_quarter_of_the_characters() -> None:
     text = "héllo wörld 😀 — the end"
     ids = tokens.encode(text)
-    assert len(ids) == rules.estimate_tokens(text) and tokens.decode(ids) == text
+    assert len(ids) == replies.estimate_tokens(text) and tokens.decode(ids) == text
     assert tokens.decode(ids[-2:]) == text[(len(ids) - 2) * 4:]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestra_ops.services.simllm import benchmark_rules as br
+from orchestra_ops.services.simllm import opencompass_rules as br
 from orchestra_ops.services.simllm import rules
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from orchestra_ops.services.simllm import rubric_rules, rules
+from orchestra_ops.services.simllm import healthbench_rules as rubric_rules
+from orchestra_ops.services.simllm import replies, rules
 from orchestra_ops.services.simllm.config import SimConfig, parse_fail_spec
 from orchestra_ops.services.simllm.faults import FaultPlan
 
@@ -24,31 +25,31 @@ def user(text: str) -> dict[str, str]:
 
 
 def test_answer_token_is_a_whitespace_insensitive_hash() -> None:
-    token = rules.answer_token("What is 2 + 2?")
-    assert rules.TOKEN_RE.fullmatch(token)
-    assert token == rules.answer_token("  What is\n2 + 2? ")
-    assert token != rules.answer_token("What is 2 + 3?")
+    token = replies.answer_token("What is 2 + 2?")
+    assert replies.TOKEN_RE.fullmatch(token)
+    assert token == replies.answer_token("  What is\n2 + 2? ")
+    assert token != replies.answer_token("What is 2 + 3?")
 
 
 def test_about_sixty_percent_of_questions_are_right() -> None:
-    right = sum(rules.answer_is_right(f"question {i}") for i in range(2000))
+    right = sum(replies.answer_is_right(f"question {i}") for i in range(2000))
     assert 0.55 < right / 2000 < 0.65
-    assert all(1 <= rules.orchestrator_rounds(f"q{i}") <= 3 for i in range(200))
+    assert all(1 <= replies.orchestrator_rounds(f"q{i}") <= 3 for i in range(200))
 
 
 def test_expert_answers_boxed_token_and_keeps_a_token_it_was_given() -> None:
     system = {"role": "system", "content": "be brief"}
     reply = rules.respond({"messages": [system, user("Capital of France?")]})
-    assert reply.role == rules.EXPERT and reply.finish_reason == "stop"
+    assert reply.role == replies.EXPERT and reply.finish_reason == "stop"
     assert reply.content is not None
-    assert reply.content.endswith(f"\\boxed{{{rules.answer_token('Capital of France?')}}}.")
+    assert reply.content.endswith(f"\\boxed{{{replies.answer_token('Capital of France?')}}}.")
     passed = rules.respond({"messages": [user("Answer this. Draft: sim-0badc0de")]})
     assert passed.content is not None and "\\boxed{sim-0badc0de}" in passed.content
 
 
 def test_content_parts_count_as_text() -> None:
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Q?"}]}]}
-    assert rules.question_of(body["messages"]) == "Q?"
+    assert replies.question_of(body["messages"]) == "Q?"
 
 
 def _run_orchestrator(question: str, tools: list[dict]) -> list[dict[str, str]]:
@@ -56,7 +57,7 @@ def _run_orchestrator(question: str, tools: list[dict]) -> list[dict[str, str]]:
     calls: list[dict[str, str]] = []
     for _ in range(10):
         reply = rules.respond({"messages": messages, "tools": tools})
-        assert reply.role == rules.ORCHESTRATOR and reply.finish_reason == "tool_calls"
+        assert reply.role == replies.ORCHESTRATOR and reply.finish_reason == "tool_calls"
         call = reply.tool_calls[0]
         calls.append(call)
         if call["name"] == "answer":
@@ -70,11 +71,11 @@ def _run_orchestrator(question: str, tools: list[dict]) -> list[dict[str, str]]:
 @pytest.mark.parametrize("question", [f"Who wrote book number {i}?" for i in range(6)])
 def test_orchestrator_calls_tools_for_its_rounds_then_answers(question: str) -> None:
     calls = _run_orchestrator(question, [SEARCH, ANSWER])
-    assert len(calls) == rules.orchestrator_rounds(question) + 1
+    assert len(calls) == replies.orchestrator_rounds(question) + 1
     for call in calls[:-1]:
         args = json.loads(call["arguments"])
         assert call["name"] == "search" and args["query"] == question and args["model"] in "abc"
-    assert json.loads(calls[-1]["arguments"]) == {"answer": rules.answer_token(question), "k": 1}
+    assert json.loads(calls[-1]["arguments"]) == {"answer": replies.answer_token(question), "k": 1}
 
 
 def test_orchestrator_named_tool_choice_and_no_answer_tool() -> None:
@@ -82,7 +83,7 @@ def test_orchestrator_named_tool_choice_and_no_answer_tool() -> None:
             "tool_choice": {"type": "function", "function": {"name": "answer"}}}
     assert rules.respond(body).tool_calls[0]["name"] == "answer"
     none = rules.respond({"messages": [user("q")], "tools": [SEARCH], "tool_choice": "none"})
-    assert none.role == rules.EXPERT
+    assert none.role == replies.EXPERT
     done = [user("q"), {"role": "assistant", "tool_calls": [{"function": {"name": "search"}}]}] * 3
     final = rules.respond({"messages": done, "tools": [SEARCH]})
     assert final.tool_calls == [] and final.content is not None and "\\boxed{" in final.content
@@ -95,32 +96,32 @@ def hle_prompt(question: str, response: str) -> str:
 
 @pytest.mark.parametrize("question", [f"hle question {i}" for i in range(8)])
 def test_hle_judge_grades_the_token_it_finds(question: str) -> None:
-    token = rules.answer_token(question)
+    token = replies.answer_token(question)
     reply = rules.respond({"messages": [user(hle_prompt(question, f"\\boxed{{{token}}}"))]})
     verdict = json.loads(reply.content or "")
     assert reply.judge and set(verdict) == {"extracted_final_answer", "reasoning", "correct", "confidence"}
     assert verdict["extracted_final_answer"] == token
-    assert verdict["correct"] == ("yes" if rules.answer_is_right(question) else "no")
+    assert verdict["correct"] == ("yes" if replies.answer_is_right(question) else "no")
     fallback = json.loads(rules.respond({"messages": [user(hle_prompt(question, "Paris"))]}).content or "")
-    assert fallback["correct"] == ("yes" if rules.answer_is_right(question) else "no")
+    assert fallback["correct"] == ("yes" if replies.answer_is_right(question) else "no")
 
 
 @pytest.mark.parametrize("question", [f"rubric question {i}" for i in range(8)])
 def test_rubric_judge(question: str) -> None:
-    token = rules.answer_token(question)
+    token = replies.answer_token(question)
     prompt = (f"<<conversation>>\nuser: {question}\nassistant: \\boxed{{{token}}}\n<<rubric_item>>\n"
               "[5] Mentions X\nReturn JSON with explanation and criteria_met.")
     verdict = json.loads(rules.respond({"messages": [user(prompt)]}).content or "")
     assert verdict == {"explanation": verdict["explanation"],
                        "criteria_met": rubric_rules.criteria_met(token, "Mentions X")}
     with pytest.raises(json.JSONDecodeError):
-        json.loads(rules.malformed(rules.respond({"messages": [user(prompt)]})).content or "")
+        json.loads(replies.malformed(rules.respond({"messages": [user(prompt)]})).content or "")
 
 
 def test_token_estimates() -> None:
     body = {"messages": [user("x" * 400)]}
-    assert rules.prompt_tokens(body) == 100 + 4
-    assert rules.prompt_tokens({**body, "tools": [ANSWER]}) > 104
+    assert replies.prompt_tokens(body) == 100 + 4
+    assert replies.prompt_tokens({**body, "tools": [ANSWER]}) > 104
 
 
 def test_parse_fail_spec() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from orchestra_ops.services.simllm import rules, tokens, wire
+from orchestra_ops.services.simllm import replies, tokens, wire
 from orchestra_ops.services.simllm.prefix_cache import BLOCK_CHARS, BLOCK_TOKENS, PrefixCache
 from orchestra_ops.services.simllm.tokenize_routes import chat_prompt_ids
 
@@ -35,15 +35,15 @@ def test_prefix_cache_forgets_the_least_recently_used_blocks() -> None:
 
 
 def test_fit_cuts_an_answer_to_its_budget_with_finish_length() -> None:
-    reply = rules.Reply(rules.EXPERT, "x" * 100)  # 25 tokens
-    assert rules.fit(reply, 25) is reply and reply.finish_reason == "stop"
-    cut = rules.fit(reply, 4)
-    assert (cut.content, cut.finish_reason, rules.completion_tokens(cut)) == ("x" * 16, "length", 4)
-    call = rules.Reply(rules.ORCHESTRATOR, None, [{"name": "get_weather", "arguments": '{"city": "rome"}'}])
-    assert rules.fit(call, 40) is call and call.finish_reason == "tool_calls"
-    written = rules.fit(call, 3)  # a call cut short is text, no longer a call (as vLLM's parser sees it)
+    reply = replies.Reply(replies.EXPERT, "x" * 100)  # 25 tokens
+    assert replies.fit(reply, 25) is reply and reply.finish_reason == "stop"
+    cut = replies.fit(reply, 4)
+    assert (cut.content, cut.finish_reason, replies.completion_tokens(cut)) == ("x" * 16, "length", 4)
+    call = replies.Reply(replies.ORCHESTRATOR, None, [{"name": "get_weather", "arguments": '{"city": "rome"}'}])
+    assert replies.fit(call, 40) is call and call.finish_reason == "tool_calls"
+    written = replies.fit(call, 3)  # a call cut short is text, no longer a call (as vLLM's parser sees it)
     assert (written.tool_calls, written.finish_reason, written.content) == ([], "length", "<tool_call>\n")
-    assert rules.hermes_text(call) == \
+    assert replies.hermes_text(call) == \
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "rome"}}\n</tool_call>'
 
 
@@ -66,6 +66,6 @@ def test_tokenize_of_chat_messages_counts_what_the_chat_prompt_is_billed() -> No
     ]
     for body in bodies:
         ids = chat_prompt_ids(body)
-        assert len(ids) == rules.prompt_tokens(body), json.dumps(body)
+        assert len(ids) == replies.prompt_tokens(body), json.dumps(body)
         assert tokens.decode([i for i in ids if i != tokens.TEMPLATE_TOKEN]).startswith(
-            rules.message_text(body["messages"][0]))
+            replies.message_text(body["messages"][0]))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops.backends import slurm as slurm_module
-from orchestra_ops.backends.slurm import POLL_FIRST_S, POLL_GROWTH, POLL_MAX_S, SlurmBackend
-from orchestra_ops.backends.slurmctl import GONE, SlurmCli
-from orchestra_ops.state import NodeRecord, ProcessRecord
+from orchestra_ops.fleet.backends import slurm as slurm_module
+from orchestra_ops.fleet.backends.slurm import POLL_FIRST_S, POLL_GROWTH, POLL_MAX_S, SlurmBackend
+from orchestra_ops.fleet.backends.slurmctl import GONE, SlurmCli
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 
 class FakeCli(SlurmCli):

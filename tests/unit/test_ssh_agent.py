@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestra_ops.backends import ssh_agent
-from orchestra_ops.backends.ssh import AGENT_SOURCE
+from orchestra_ops.fleet.backends import ssh_agent
+from orchestra_ops.fleet.backends.ssh import AGENT_SOURCE
 from tests.helpers import STUBBORN, free_port
 
 

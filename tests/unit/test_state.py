@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestra_ops.core.paths import latest_topology_name, state_path
 from orchestra_ops.errors import StateError
-from orchestra_ops.paths import latest_topology_name, state_path
-from orchestra_ops.state import (
+from orchestra_ops.fleet.state import (
     FleetState,
     NodeRecord,
     ProcessRecord,

@@ -24,7 +24,7 @@ MESSAGES = [
 
 def test_the_judge_gets_the_system_instructions_and_every_message_with_a_python_list() -> None:
     suite = Tau2Suite()
-    suite.templates = {name: read_template(name, packaged(f"templates/tau2_{name}.txt"))
+    suite.templates = {name: read_template(name, packaged(f"tau2/templates/tau2_{name}.txt"))
                        for name in ("nl_judge", "nl_judge_system")}
     suite.settings = {"judge": "judge"}
     task = {"id": "t", "evaluation_criteria": {"nl_assertions": ["The agent says 'booked'", "The agent says 'refund'"]}}

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.client.routing import from_topology
+from orchestra_ops.config.loader import load_topology
 from orchestra_ops.errors import TopologyError
-from orchestra_ops.topology import load_topology
 
 BASE = """\
 name: t

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.topology import ModelSpec, Topology
 from orchestra_ops.errors import TopologyError
-from orchestra_ops.topology import ModelSpec, Topology, load_topology
 
 HEADER = """\
 name: t

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestra_ops.config.loader import load_topology
 from orchestra_ops.errors import TopologyError
-from orchestra_ops.plan import plan
-from orchestra_ops.topology import load_topology
+from orchestra_ops.fleet.plan import plan
 
 MIXED = """\
 name: t

@@ -10,10 +10,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orchestra_ops.config.loader import validate_topology
+from orchestra_ops.config.yamlpos import PositionedYaml
 from orchestra_ops.errors import TopologyError
-from orchestra_ops.plan import plan
-from orchestra_ops.topology import validate_topology
-from orchestra_ops.yamlpos import PositionedYaml
+from orchestra_ops.fleet.plan import plan
 
 BASE: dict[str, Any] = yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "topologies" / "hle_oss.yaml").read_text())

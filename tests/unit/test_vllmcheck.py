@@ -1,4 +1,5 @@
-"""vllmcheck without vLLM: the check command for each form of vllm_command, reading answers, locating refusals."""
+"""The vLLM argv check (fleet/argv_check.py) without vLLM: the check command for each form of vllm_command,
+reading answers, locating refusals."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestra_ops import vllmcheck
-from orchestra_ops.topology import load_topology
-from orchestra_ops.vllmcheck import CHECK_SOURCE, LOCATE, VllmCheck, check_argv, parse_answer
-from orchestra_ops.yamlpos import load_positioned
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.yamlpos import load_positioned
+from orchestra_ops.fleet import argv_check
+from orchestra_ops.fleet.argv_check import CHECK_SOURCE, LOCATE, VllmCheck, check_argv, parse_answer
 
 
 def test_check_command_per_form() -> None:
@@ -70,12 +71,12 @@ def test_a_refusal_points_at_the_engine_arg_vllm_names(tmp_path: Path) -> None:
     checks = [VllmCheck("m/0", "m", "cpu", False, "0.32.0", "vllm serve: error: argument --dtype: invalid choice"),
               VllmCheck("n/0", "n", "cpu", False, None, "cannot import vllm: ImportError: x"),
               VllmCheck("m/1", "m", "cpu", True, "0.32.0", None)]
-    assert vllmcheck.problems(checks, load_positioned(path), topology) == [
+    assert argv_check.problems(checks, load_positioned(path), topology) == [
         f"{path}:10: models.m.engine_args.1: vLLM 0.32.0 on node cpu refuses the command of m/0: "
         "vllm serve: error: argument --dtype: invalid choice",
         f"{path}:11: models.n: vLLM (version unknown) on node cpu refuses the command of n/0: "
         "cannot import vllm: ImportError: x"]
-    assert vllmcheck.versions(checks) == {"cpu": "0.32.0"}
+    assert argv_check.versions(checks) == {"cpu": "0.32.0"}
 
 
 def test_a_repeated_flag_points_at_the_occurrence_whose_value_vllm_refuses(tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_a_repeated_flag_points_at_the_occurrence_whose_value_vllm_refuses(tmp_p
     error = ("vllm serve: error: argument --dtype: invalid choice: 'float13' (choose from 'auto', 'bfloat16', "
              "'float', 'float16', 'float32', 'half')")
     checks = [VllmCheck("m/0", "m", "cpu", False, "0.32.0+cpu", error)]
-    assert vllmcheck.problems(checks, load_positioned(path), load_topology(path)) == [
+    assert argv_check.problems(checks, load_positioned(path), load_topology(path)) == [
         f"{path}:14: models.m.engine_args.3: vLLM 0.32.0+cpu on node cpu refuses the command of m/0: {error}"]
 
 
@@ -117,12 +118,12 @@ def _counting_vllm(tmp_path: Path, ok: bool) -> Path:
 
 
 def _check(vllm: Path, port: int, cwd: Path, **env: str) -> VllmCheck:
-    from orchestra_ops.plan import ProcessSpec
+    from orchestra_ops.fleet.plan import ProcessSpec
 
     spec = ProcessSpec(name="m/0", group="m", kind="vllm", node="cpu", host="127.0.0.1", bind_host="127.0.0.1",
                        port=port, gpus=(), argv=(str(vllm), "serve", "/m", "--port", str(port)), env=env,
                        log="x.log", served_model_name="m", ulimit_nofile=1024, endpoint_key="m")
-    return vllmcheck.check_specs([spec], {"cpu": vllmcheck.run_here(cwd)})[0]
+    return argv_check.check_specs([spec], {"cpu": argv_check.run_here(cwd)})[0]
 
 
 def test_an_accepted_command_is_not_asked_again_until_vllm_or_the_command_changes(

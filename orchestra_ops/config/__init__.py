@@ -1,0 +1,3 @@
+"""What a topology file says: its schema (topology.py, nodes.py), the loader that keeps every key's YAML
+line (loader.py, yamlpos.py), the cross-field checks (checks.py, lora_checks.py, adapter_dir.py) and which
+GPUs or cores each process gets (placement.py). Pure: no process is started and nothing is written here."""

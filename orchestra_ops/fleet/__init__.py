@@ -1,0 +1,16 @@
+"""The fleet: every process a topology declares, brought up, watched, repaired and brought down.
+
+    plan.py            Topology -> LaunchPlan: every process `ops up` would start, as plain data (pure)
+    lora_argv.py       the vLLM flags and environment of a model that serves LoRA adapters (pure)
+    node_groups.py     a plan's processes grouped by node, each node with its backend
+    backends/          local, tmux, ssh and slurm: start, stop and see processes on one node
+    argv_check.py      each node's own vLLM parses the exact argv before anything starts (+ its cache)
+    indexes.py         retrieval indexes built from a service's corpus before `ops up` starts it
+    lifecycle.py       `ops up` and `ops down` on every node a topology names
+    readiness.py       waiting until every process serves (probes.py: one probe of one endpoint)
+    repair.py          restarting the processes that died, or one by name (`ops restart`)
+    views.py           what `ops health`, `ops status` and `ops logs` show
+    state.py           `.ops/<name>/state.json`: what `ops up` started, written atomically
+    endpoints.py       the endpoints file (ToolOrchestra's model_config JSON)
+    lora_records.py    `.ops/<name>/lora.json`: the adapters `ops lora load` put into running replicas
+"""

@@ -1,0 +1,291 @@
+"""Bringing a fleet up and down on every node it names; the CLI commands are thin layers over this module.
+
+    up:   load + plan (+ the retrieval indexes to build, indexes.py)
+          -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
+          -> up already with some processes dead: restart only those (repair.py), done
+          -> refuse if already up -> preflight every node in parallel (ports, commands, ssh reach,
+          slurm partition): any problem stops `ops up` before anything starts anywhere
+          -> each node's own vLLM parses every vLLM model's exact argv (argv_check.py; a slurm node's job
+          does it first thing): a refusal is vLLM's message at the topology line, exit 2
+          -> build the missing retrieval indexes from their corpora (with progress)
+          -> launch every node in parallel; state.json after each (status "up", before waiting, so
+          `ops down` works after a crash) -> wait until every process is READY (readiness.py)
+          -> model_config.json once every host is known.
+          A failure anywhere stops what this `ops up` started everywhere (unless --keep-on-failure).
+    down: every node through the backend that owns it, in parallel: stop, verify -> status "down"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.core import procs
+from orchestra_ops.core.paths import state_path
+from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
+from orchestra_ops.fleet import argv_check, argv_check_nodes
+from orchestra_ops.fleet.backends import Backends
+from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup, StopReport
+from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints, write_fleet_endpoints
+from orchestra_ops.fleet.indexes import BuildProgress, missing_indexes
+from orchestra_ops.fleet.indexes import build as build_index
+from orchestra_ops.fleet.node_groups import node_groups
+from orchestra_ops.fleet.plan import plan
+from orchestra_ops.fleet.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
+from orchestra_ops.fleet.repair import restart, split_running, survey
+from orchestra_ops.fleet.state import FleetState, read_state, resolve_name, write_state
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DownResult", "Progress", "UpOptions", "UpResult", "down", "stop_fleet", "up"]
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    backend: str | None = None  # for nodes on this machine (local | tmux); default: the topology's
+    timeout_s: float | None = None  # default: defaults.ready_timeout_s
+    wait: bool = True
+    replace: bool = False
+    keep_on_failure: bool = False
+    endpoints_out: Path | None = None
+    tmux_socket: str | None = None
+    stop_timeout_s: float = 15.0
+
+
+@dataclass
+class UpResult:
+    state: FleetState
+    endpoints_file: Path | None
+    ready_s: float | None
+    warnings: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)  # a repair: only these were started again
+    kept: list[str] = field(default_factory=list)  # a repair: these kept running (their pids unchanged)
+    external: list[str] = field(default_factory=list)  # our pid gone, the port serving: left alone
+
+
+WarningCallback = Callable[[str], None]
+
+
+def up(topology_file: str | Path, options: UpOptions | None = None, *,
+       on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
+       on_index_progress: BuildProgress | None = None) -> UpResult:
+    """Launch every process of a topology, record it, wait until all serve, write the endpoints file.
+    A retrieval index that is missing is built from its service's corpus first (indexes.py)."""
+    opts = options or UpOptions()
+    warn = on_warning or (lambda message: log.warning("%s", message))
+    source = Path(topology_file).resolve()
+    topology = load_topology(source)
+    launch_plan = plan(topology)
+    builds = missing_indexes(source, topology, launch_plan)  # a missing index without a corpus fails here
+    groups = node_groups(topology, launch_plan, opts.backend or topology.backend)
+    if not groups:
+        raise LaunchError(f"{source}: nothing to start (no models or services)")
+    cwd = Path.cwd()
+    ctx = LaunchContext(topology=topology.name, cwd=cwd, nofile=topology.defaults.ulimit_nofile,
+                        log_dir=launch_plan.log_dir, tmux_socket=opts.tmux_socket)
+    warnings = []
+    if any(group.backend in ("local", "tmux") for group in groups):
+        warnings = [w for w in [procs.nofile_limit(topology.defaults.ulimit_nofile).warning()] if w]
+    for message in warnings:
+        warn(message)
+    with Backends() as backends:
+        repaired = None if opts.replace else _repair(topology.name, source, opts, backends, on_progress)
+        if repaired is not None:
+            return repaired
+        _check_not_up(topology.name, opts, warn, backends)
+        _preflight(groups, backends, ctx)
+        engines = argv_check_nodes.check_topology_engines(source, topology, groups, backends, ctx)
+        for check in engines:
+            if check.skipped:
+                warn(f"{check.process}: vLLM did not check its command before launch ({check.skipped})")
+        for job in builds:
+            build_index(job, on_index_progress)
+        state = FleetState(
+            name=topology.name, topology_file=str(source), backend=opts.backend or topology.backend, status="up",
+            started_at=time.time(), cwd=str(cwd),
+            provider_key_envs=sorted({p.api_key_env for p in topology.providers.values() if p.api_key_env}),
+            engine_versions=argv_check.versions(engines),
+        )
+        started = time.monotonic()
+        state = _launch(groups, backends, ctx, state, opts.stop_timeout_s)
+        ready_s: float | None = None
+        if opts.wait:
+            timeout = opts.timeout_s if opts.timeout_s is not None else topology.defaults.ready_timeout_s
+            try:
+                state = asyncio.run(wait_ready(backends, state, timeout, on_progress, on_state=_save))
+            except ReadinessError as exc:
+                if opts.keep_on_failure:
+                    raise ReadinessError(f"{exc}\nthe other processes are left running (`ops down "
+                                         f"{topology.name}` stops them)") from None
+                report = stop_fleet(state, backends, opts.stop_timeout_s)
+                write_state(state.with_status("down", stopped_at=time.time()))
+                note = "fleet stopped" if report.clean else f"fleet stopped, but: {report.problems()}"
+                raise ReadinessError(f"{exc}\n{note} (--keep-on-failure leaves it running)") from None
+            ready_s = time.monotonic() - started
+        else:
+            state = refresh_hosts(state, backends)
+    out = write_fleet_endpoints(state, opts.endpoints_out)
+    if out is None:
+        waiting = ", ".join(n.name for n in state.nodes if n.host is None)
+        warnings.append(f"no endpoints file yet: nodes {waiting} have no host until their slurm jobs run "
+                        "(`ops health` writes it once they do)")
+        warn(warnings[-1])
+    state = replace(state, ready_at=time.time() if opts.wait else None,
+                    endpoints_file=None if out is None else str(out))
+    write_state(state)
+    return UpResult(state=state, endpoints_file=out, ready_s=ready_s, warnings=warnings)
+
+
+def _save(state: FleetState) -> None:
+    write_state(state)
+
+
+def refresh_hosts(state: FleetState, backends: Backends) -> FleetState:
+    """Poll every node once; record hosts that became known (a slurm job that started) in state.json."""
+    views = asyncio.run(poll_nodes(backends, state))
+    updated = state
+    for view in views:
+        if view.node.host and view.node.host != updated.node(view.node.name).host:
+            updated = updated.with_node(view.node)
+    if updated is not state:
+        write_state(updated)
+    return updated
+
+
+def _preflight(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext) -> None:
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        results = list(pool.map(lambda g: backends.get(g.backend).preflight(g, ctx), groups))
+    problems = [problem for result in results for problem in result]
+    if problems:
+        raise LaunchError("refusing to launch:\n" + "\n".join(problems))
+
+
+def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, state: FleetState,
+            stop_timeout: float) -> FleetState:
+    """Launch every node in parallel; state.json after each. A failure stops what the others started."""
+    order = {spec.name: index for index, spec in enumerate(s for g in groups for s in g.specs)}
+    node_order = {group.name: index for index, group in enumerate(groups)}
+    lock = threading.Lock()
+    current = [state]
+
+    def one(group: NodeGroup) -> None:
+        launched = backends.get(group.backend).launch(group, ctx)
+        with lock:
+            now = current[0]
+            nodes = sorted([*now.nodes, launched.node], key=lambda n: node_order[n.name])
+            records = sorted([*now.processes, *launched.processes], key=lambda r: order[r.name])
+            current[0] = replace(now, nodes=nodes, processes=records)
+            write_state(current[0])
+
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        futures = [(group, pool.submit(one, group)) for group in groups]
+        failures: list[tuple[NodeGroup, BaseException]] = []
+        for group, future in futures:
+            error = future.exception()
+            if error is not None:
+                failures.append((group, error))
+    if not failures:
+        return current[0]
+    report = stop_fleet(current[0], backends, stop_timeout)
+    write_state(current[0].with_status("down", stopped_at=time.time()))
+    for _, error in failures:
+        if not isinstance(error, OpsError):
+            raise error  # a bug: the fleet is stopped, show the traceback
+    lines = [str(error) if str(error).startswith("node ") else f"{group.describe()}: {error}"
+             for group, error in failures]
+    started = [node.name for node in current[0].nodes]
+    note = (f"stopped what had started on {', '.join(started)}" if started else "nothing was started")
+    if not report.clean:
+        note += f", but: {report.problems()}"
+    raise LaunchError("\n".join(lines) + f"\n{note}")
+
+
+def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
+            on_progress: ProgressCallback | None) -> UpResult | None:
+    """`ops up` on a fleet of this file that is up with some processes dead: restart only those.
+    None when there is nothing to repair (not up, all alive, all gone, or another file)."""
+    if not state_path(name).exists():
+        return None
+    old = read_state(name)
+    if old.status != "up" or Path(old.topology_file) != source:
+        return None
+    found = survey(old, backends)
+    if not found.alive or not found.dead:
+        return None
+    done = restart(old, found.dead, backends, timeout_s=opts.timeout_s, stop_timeout_s=opts.stop_timeout_s,
+                   on_progress=on_progress)
+    if opts.endpoints_out is not None and done.endpoints_file is not None:
+        write_endpoints(opts.endpoints_out, read_endpoints(done.endpoints_file))
+    return UpResult(state=done.state, endpoints_file=done.endpoints_file, ready_s=done.ready_s,
+                    restarted=done.names, kept=found.alive, external=found.external)
+
+
+def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: Backends) -> None:
+    if not state_path(name).exists():
+        return
+    old = read_state(name)
+    if old.status != "up":
+        return
+    alive = split_running(old, backends)[0]
+    if alive and not opts.replace:
+        raise LaunchError(f"topology '{name}' is already up ({len(alive)} of {len(old.processes)} processes "
+                          f"alive: {', '.join(alive[:4])}{' …' if len(alive) > 4 else ''}); "
+                          f"`ops down {name}` first, or `ops up --replace`")
+    report = stop_fleet(old, backends, opts.stop_timeout_s)  # stale leftovers (a session, a job) go too
+    write_state(old.with_status("down", stopped_at=time.time()))
+    if not report.clean:
+        raise LaunchError(f"could not stop the previous '{name}': {report.problems()}")
+    if alive:
+        warn(f"replaced the running '{name}' ({len(alive)} processes stopped)")
+
+
+# ---- down -----------------------------------------------------------------------------------------
+
+
+def stop_fleet(state: FleetState, backends: Backends, timeout: float) -> StopReport:
+    """Stop every node of `state` through its own backend, all nodes at once; one merged report."""
+    if not state.nodes:
+        return StopReport()
+
+    def one(node_name: str) -> StopReport:
+        node = state.node(node_name)
+        try:
+            return backends.get(node.backend).stop(node, state.processes_of(node.name), timeout)
+        except OpsError as exc:
+            return StopReport(errors=[f"node {node.name}: {exc}"])
+
+    with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
+        reports = list(pool.map(one, [node.name for node in state.nodes]))
+    merged = StopReport()
+    for report in reports:
+        merged.merge(report)
+    return merged
+
+
+@dataclass(frozen=True)
+class DownResult:
+    name: str
+    was_up: bool
+    report: StopReport
+    backends: list[str] = field(default_factory=list)
+
+
+def down(name: str | None = None, timeout_s: float = 15.0) -> DownResult | None:
+    """Stop a topology (default: the most recent one up) and verify; None when nothing is up."""
+    try:
+        resolved = resolve_name(name)
+    except StateError:
+        return None
+    state = read_state(resolved)
+    with Backends() as backends:
+        report = stop_fleet(state, backends, timeout_s)
+    if state.status == "up" and not report.errors:  # a node we could not reach: still up, `ops down` again
+        write_state(state.with_status("down", stopped_at=time.time()))
+    return DownResult(name=state.name, was_up=state.status == "up", report=report, backends=state.backends)
