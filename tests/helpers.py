@@ -16,7 +16,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,18 @@ def still_ours(record: Mapping[str, Any]) -> bool:
     """Is the pid of a state.json process record still the process that was started (same start time)?"""
     pid, created = record.get("pid"), record.get("create_time")
     return pid is not None and created is not None and procs.is_alive(pid, created)
+
+
+@contextlib.contextmanager
+def frozen(pid: int) -> Iterator[None]:
+    """A process we started stopped (SIGSTOP) for the block, then continued: whatever waits on it (a run on a
+    frozen sim, a supervisor in its backoff) stays where it is however slowly a loaded machine starts the
+    commands the block runs."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def kill_tree(pid: int, timeout: float = 5.0) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -104,16 +103,6 @@ class SimServer(HealthPolled):
         """The server's /metrics, parsed: {'sim_max_requests_in_flight': 8.0, …}."""
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as resp:
             return parse_metrics(resp.read().decode())
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """The server frozen (SIGSTOP) for the block, then continued: the requests in flight wait, so a run
-        that calls it is still running at the end of the block however slowly the machine starts processes."""
-        os.kill(self.pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.kill(self.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         """Stop the process by pid (SIGTERM, then SIGKILL); safe to call twice."""
