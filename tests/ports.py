@@ -112,7 +112,10 @@ class PortPool:
             start = self.slices[(offset + index) % len(self.slices)]
             if start in self.locks:
                 continue
-            fd = os.open(self.lock_dir / f"{start}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:  # read-only: another user's suite can still lock a file that root's made (mode 644)
+                fd = os.open(self.lock_dir / f"{start}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError:
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
