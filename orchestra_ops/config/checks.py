@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestra_ops.config.lora_checks import check_lora
+from orchestra_ops.config.parallel import host_count, planned_ports, shape_ok, shape_problems, uses_new_layout
 from orchestra_ops.config.placement import place_cpus, place_gpus
 from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
@@ -61,8 +62,21 @@ MANAGED_FLAGS: dict[str, str] = {
     "--enable-auto-tool-choice": "tool_parser",
     "--gpu-memory-utilization": "gpu_memory_utilization",
     "--max-model-len": "max_model_len",
-    "--tensor-parallel-size": "gpus_per_replica",
-    "-tp": "gpus_per_replica",
+    "--tensor-parallel-size": "tensor_parallel (or gpus_per_replica)",
+    "-tp": "tensor_parallel (or gpus_per_replica)",
+    "--pipeline-parallel-size": "pipeline_parallel",
+    "-pp": "pipeline_parallel",
+    "--data-parallel-size": "replicas with data_parallel.mode",
+    "-dp": "replicas with data_parallel.mode",
+    "--data-parallel-rank": "data_parallel.mode: vllm-external",
+    "--data-parallel-size-local": "data_parallel.mode",
+    "--data-parallel-start-rank": "data_parallel.mode",
+    "--data-parallel-address": "the node's hosts",
+    "--data-parallel-rpc-port": "data_parallel.rpc_port",
+    "--data-parallel-hybrid-lb": "data_parallel.mode: vllm-hybrid",
+    "--data-parallel-external-lb": "data_parallel.mode: vllm-external",
+    "--enable-expert-parallel": "data_parallel.expert_parallel",
+    "--distributed-executor-backend": "the node's hosts (a model across hosts runs through Ray)",
 }
 # Variables that hold secrets: state.json and logs record a process's env, so a secret never goes
 # into the topology; export it where `ops up` runs and the processes inherit it.
@@ -77,7 +91,7 @@ MANAGED_ENV: dict[str, str] = {
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
     for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, _ports, _roles,
-                  _aliases, _names, _node_backends, check_lora):
+                  _aliases, _names, _node_backends, check_lora, shape_problems):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     problems.extend(place_cpus(topology)[1])
@@ -168,34 +182,48 @@ def _envs(topology: Topology) -> Iterator[Problem]:
                         "(processes inherit it)")
 
 
-def host_key(topology: Topology, node_name: str) -> str:
-    """The identity of a node's machine, for port clashes (local names are one machine)."""
+def host_key(topology: Topology, node_name: str, host_index: int = 0) -> str:
+    """The identity of a node's machine (of its `host_index`-th host), for port clashes (local names are one
+    machine)."""
     node = topology.nodes[node_name]
-    if node.host is None:
+    host = node.hosts[host_index] if node.hosts else node.host
+    if host is None:
         return f"slurm:{node_name}"
-    return "localhost" if node.host in LOCAL_HOSTS else node.host
+    return "localhost" if host in LOCAL_HOSTS else host
 
 
 def _ports(topology: Topology) -> Iterator[Problem]:
+    """Two plans on one host:port (servers, vLLM data-parallel RPC ports, every Ray port) are refused."""
     owners: dict[tuple[str, int], str] = {}
-    entries: list[tuple[tuple[Any, ...], str, str, int, int]] = []
+    entries: list[tuple[tuple[Any, ...], str, str, int, list[tuple[int, int, str]]]] = []
     for key, model in topology.models.items():
-        entries.append((("models", key, "port"), f"models.{key}", model.node, model.port, model.replicas))
+        if model.node in topology.nodes and uses_new_layout(model) and host_count(topology.nodes[model.node]) \
+                and shape_ok(topology, key):
+            for path, host_index, port, what in planned_ports(topology, key):
+                entries.append((path, f"models.{key} ({what})", model.node, port, [(host_index, port, what)]))
+            continue
+        ports = [(0, model.port + offset, f"replica {offset}") for offset in range(model.replicas)]
+        entries.append((("models", key, "port"), f"models.{key}", model.node, model.port, ports))
     for key, service in topology.services.items():
-        entries.append((("services", key, "port"), f"services.{key}", service.node, service.port, 1))
-    for path, label, node_name, port, count in entries:
+        entries.append((("services", key, "port"), f"services.{key}", service.node, service.port,
+                        [(0, service.port, "")]))
+    for path, label, node_name, first, ports in entries:
         if node_name not in topology.nodes:
             continue
-        last = port + count - 1
+        last = max(port for _, port, _ in ports)
         if last > 65535:
-            yield path, f"ports {port}..{last} for {count} replicas go past 65535"
+            yield path, f"ports {first}..{last} for {len(ports)} replicas go past 65535"
             continue
-        machine = host_key(topology, node_name)
-        for offset in range(count):
-            slot = (machine, port + offset)
-            if slot in owners and owners[slot] != label:
+        owner = label.split(" (")[0]
+        for host_index, port, _ in ports:
+            machine = host_key(topology, node_name, host_index)
+            slot = (machine, port)
+            if slot in owners and owners[slot].split(" (")[0] != owner:
                 where = "slurm node " + node_name if machine.startswith("slurm:") else f"host {machine}"
-                yield path, f"port {port + offset} on {where} is also used by {owners[slot]}"
+                yield path, f"port {port} on {where} is also used by {owners[slot]}"
+                break
+            if slot in owners and owners[slot] != label:
+                yield path, f"port {port} is planned twice for {owner}: {owners[slot]} and {label.split(' (')[1][:-1]}"
                 break
             owners[slot] = label
 

@@ -175,14 +175,14 @@ def check_specs(specs: Sequence[ProcessSpec], runners: dict[str, Runner | None])
     """Check the first replica of every vLLM model in `specs` (runner per node; None: cannot check there)."""
     firsts: dict[str, ProcessSpec] = {}
     for spec in specs:
-        if spec.kind == "vllm":
+        if spec.kind == "vllm":  # one per model: its servers differ in port, ranks and env
             firsts.setdefault(spec.group, spec)
     if not firsts:
         return []
 
     def one(spec: ProcessSpec) -> VllmCheck:
         runner = runners.get(spec.node)
-        argv = check_argv(spec.argv)
+        argv = check_argv(spec.engine_argv)  # a Ray model's gate in front is not vLLM's to parse
         if runner is None:
             return VllmCheck(spec.name, spec.group, spec.node, True, None, None,
                              skipped="its node is allocated later: the slurm job checks it before any replica starts")

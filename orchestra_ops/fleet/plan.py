@@ -17,9 +17,11 @@ from typing import Any, Literal
 from orchestra_ops.config.placement import place_cpus, place_gpus, replica_name
 from orchestra_ops.config.topology import LOCAL_HOSTS, ModelSpec, RetrievalService, SimSettings, Topology
 from orchestra_ops.core.paths import topology_dir
+from orchestra_ops.config.parallel import uses_new_layout
 from orchestra_ops.fleet.lora_argv import lora_argv, lora_env
+from orchestra_ops.fleet.parallel_plan import rank_processes
 
-Engine = Literal["vllm", "sim", "retrieval"]
+Engine = Literal["vllm", "sim", "retrieval", "ray"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,26 @@ class ProcessSpec:
     ulimit_nofile: int
     endpoint_key: str  # the key in the endpoints file
     adapters: tuple[str, ...] = ()  # LoRA adapters it serves from the start (more endpoints keys)
+    # bigger models (config/parallel.py, fleet/parallel_plan.py): what part of its model this process runs
+    role: str = "server"  # server | ray-head | ray-worker (Ray nodes serve no endpoint)
+    ranks: tuple[int, ...] = ()  # the data-parallel ranks a vLLM server runs (vLLM's own DP), else ()
+    stages: tuple[int, ...] = ()  # the pipeline stages on its host (PP > 1), else ()
+    domain: str | None = None  # its failure domain (the model key) when its processes step together
+    gate: int = 0  # argv words before the engine's own command (the Ray gate that waits for every node)
+
+    @property
+    def serves(self) -> bool:
+        """An endpoint (an HTTP server in the endpoints file), not a Ray node."""
+        return self.role == "server"
+
+    def layout_fields(self) -> dict[str, Any]:
+        """What its ProcessRecord keeps of its part in a bigger model (state.json; `ops health` shows it)."""
+        return {"role": self.role, "ranks": list(self.ranks), "stages": list(self.stages), "domain": self.domain}
+
+    @property
+    def engine_argv(self) -> tuple[str, ...]:
+        """The engine's own command (`vllm serve …`), without the gate in front of it."""
+        return self.argv[self.gate:]
 
     @property
     def base_url(self) -> str | None:
@@ -73,6 +95,8 @@ class ProcessSpec:
             "kind": self.kind,
             "served_model_name": self.served_model_name,
             "adapters": list(self.adapters),
+            **({"role": self.role, "ranks": list(self.ranks), "stages": list(self.stages), "domain": self.domain}
+               if self.role != "server" or self.ranks or self.stages or self.domain else {}),
             "reproduce": self.reproduce,
         }
 
@@ -122,6 +146,9 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
     cpu_binds = place_cpus(topology)[0]
     processes: list[ProcessSpec] = []
     for key, model in topology.models.items():
+        if model.engine == "vllm" and uses_new_layout(model):
+            processes += _parallel_processes(topology, key, model, placement, cpu_binds, log_dir)
+            continue
         for index in range(model.replicas):
             name = replica_name(key, index)
             spec = _model_process(topology, key, model, index, placement[name], log_dir)
@@ -135,10 +162,17 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
                       state_dir=str(base), log_dir=log_dir)
 
 
-def _hosts(topology: Topology, node_name: str) -> tuple[str | None, str]:
-    """(connect host, bind address) of a node: this machine's nodes bind loopback unless told otherwise,
-    other nodes 0.0.0.0 unless `bind` says which address (see topology.Node)."""
+def _hosts(topology: Topology, node_name: str, host_index: int = 0) -> tuple[str | None, str]:
+    """(connect host, bind address) of a node (of its `host_index`-th host): this machine's nodes bind loopback
+    unless told otherwise, other nodes 0.0.0.0 unless `bind` says which address (see topology.Node); a host
+    of a `hosts:` node that is a loopback address binds it (two hosts on one machine keep apart)."""
     node = topology.nodes[node_name]
+    if node.hosts:
+        host = node.hosts[host_index]
+        if host in LOCAL_HOSTS:
+            loopback = "::1" if host == "::1" else "127.0.0.1"
+            return loopback, node.bind or loopback
+        return host, node.bind or (host if host.startswith("127.") else "0.0.0.0")
     if node.host is None:
         return None, node.bind or "0.0.0.0"
     if node.host in LOCAL_HOSTS:
@@ -148,8 +182,35 @@ def _hosts(topology: Topology, node_name: str) -> tuple[str | None, str]:
     return node.host, node.bind or "0.0.0.0"
 
 
-def _log_path(log_dir: str, name: str) -> str:
+def log_path(log_dir: str, name: str) -> str:
     return f"{log_dir.rstrip('/')}/{name.replace('/', '-')}.log"
+
+
+def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placement: Mapping[str, tuple[int, ...]],
+                        cpu_binds: Mapping[str, str], log_dir: str) -> list[ProcessSpec]:
+    """The processes of a model laid out by config/parallel.py (fleet/parallel_plan.py builds their commands)."""
+    specs = []
+    for item in rank_processes(topology, key, lambda bind, port: vllm_argv(topology, model, bind, port),
+                               lambda index: _hosts(topology, model.node, index)):
+        slot = item.slot
+        gpus = placement.get(slot.name, ())
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "PYTHONUNBUFFERED": "1", **item.env}
+        if slot.name in cpu_binds:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binds[slot.name]
+        if slot.role == "server":
+            cache = f"{topology.defaults.vllm_cache_root.rstrip('/')}/{topology.name}/{slot.name.replace('/', '-')}"
+            env["VLLM_CACHE_ROOT"] = cache
+            env.update(lora_env(model))
+            env.update(model.env)
+        specs.append(ProcessSpec(
+            name=slot.name, group=key, kind="vllm" if slot.role == "server" else "ray", node=item.machine,
+            host=item.host, bind_host=item.bind, port=slot.port, gpus=gpus, argv=tuple(item.argv), env=env,
+            log=log_path(log_dir, slot.name), served_model_name=model.served_name if slot.serves else None,
+            ulimit_nofile=topology.defaults.ulimit_nofile,
+            endpoint_key=model.served_name if slot.serves else f"{key} ({slot.role})",
+            adapters=tuple(model.lora_modules) if slot.serves else (), role=slot.role, ranks=item.ranks,
+            stages=slot.stages if model.pipeline_parallel > 1 else (), domain=item.domain, gate=item.gate))
+    return specs
 
 
 def _model_process(topology: Topology, key: str, model: ModelSpec, index: int, gpus: tuple[int, ...],
@@ -168,7 +229,7 @@ def _model_process(topology: Topology, key: str, model: ModelSpec, index: int, g
     env.update(model.env)
     return ProcessSpec(
         name=name, group=key, kind=model.engine, node=model.node, host=host, bind_host=bind, port=port,
-        gpus=gpus, argv=tuple(argv), env=env, log=_log_path(log_dir, name),
+        gpus=gpus, argv=tuple(argv), env=env, log=log_path(log_dir, name),
         served_model_name=model.served_name, ulimit_nofile=topology.defaults.ulimit_nofile,
         endpoint_key=model.served_name, adapters=tuple(model.lora_modules),
     )
@@ -184,11 +245,14 @@ def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> lis
     if model.reasoning_parser:
         argv += ["--reasoning-parser", model.reasoning_parser]
     if model.gpu_memory_utilization is not None:
-        argv += ["--gpu-memory-utilization", _num(model.gpu_memory_utilization)]
+        argv += ["--gpu-memory-utilization", num(model.gpu_memory_utilization)]
     if model.max_model_len is not None:
         argv += ["--max-model-len", str(model.max_model_len)]
-    if model.gpus_per_replica > 1:
-        argv += ["--tensor-parallel-size", str(model.gpus_per_replica)]
+    tp = model.tensor_parallel or model.gpus_per_replica
+    if tp > 1:
+        argv += ["--tensor-parallel-size", str(tp)]
+    if model.pipeline_parallel > 1:
+        argv += ["--pipeline-parallel-size", str(model.pipeline_parallel)]
     argv += lora_argv(model)
     return argv + list(model.engine_args)
 
@@ -210,17 +274,17 @@ def sim_argv(topology: Topology, model: ModelSpec, bind: str, port: int, index: 
             "--model", model.served_name]
     if model.max_model_len is not None:
         argv += ["--max-model-len", str(model.max_model_len)]
-    argv += ["--latency-ms", _num(sim.latency_ms),
-             "--prefill-ms-per-token", _num(sim.prefill_ms_per_token),
-             "--decode-ms-per-token", _num(sim.decode_ms_per_token),
-             "--jitter", _num(sim.jitter),
-             "--startup-delay-s", _num(sim.startup_delay_s)]
+    argv += ["--latency-ms", num(sim.latency_ms),
+             "--prefill-ms-per-token", num(sim.prefill_ms_per_token),
+             "--decode-ms-per-token", num(sim.decode_ms_per_token),
+             "--jitter", num(sim.jitter),
+             "--startup-delay-s", num(sim.startup_delay_s)]
     if sim.fail:
         argv += ["--fail", sim.fail.replace(" ", "")]
     if sim.malformed_rate:
-        argv += ["--malformed-rate", _num(sim.malformed_rate)]
+        argv += ["--malformed-rate", num(sim.malformed_rate)]
     if sim.hang_rate:
-        argv += ["--hang-rate", _num(sim.hang_rate)]
+        argv += ["--hang-rate", num(sim.hang_rate)]
     if sim.crash_after is not None:
         argv += ["--crash-after", str(sim.crash_after)]
     argv += lora_argv(model, repeat_modules_flag=True)
@@ -234,7 +298,7 @@ def retrieval_argv(topology: Topology, service: RetrievalService, bind: str, ind
             "--host", bind, "--port", str(service.port),
             "--device", "cpu" if service.gpu is None else "cuda",
             "--max-batch-size", str(service.max_batch_size),
-            "--max-wait-ms", _num(service.max_wait_ms),
+            "--max-wait-ms", num(service.max_wait_ms),
             "--max-queue", str(service.max_queue),
             "--batching", "on" if service.batching else "off"]
     if service.encoder:
@@ -251,11 +315,11 @@ def _retrieval_process(topology: Topology, key: str, service: RetrievalService, 
     return ProcessSpec(
         name=key, group=key, kind="retrieval", node=service.node, host=host, bind_host=bind,
         port=service.port, gpus=gpus, argv=tuple(retrieval_argv(topology, service, bind, index_dir)), env=env,
-        log=_log_path(log_dir, key), served_model_name=None,
+        log=log_path(log_dir, key), served_model_name=None,
         ulimit_nofile=topology.defaults.ulimit_nofile, endpoint_key=key,
     )
 
 
-def _num(value: float) -> str:
+def num(value: float) -> str:
     """Numbers as a person writes them: 0.85, 5, 0.5 (no 5.0)."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))

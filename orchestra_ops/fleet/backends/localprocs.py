@@ -60,7 +60,10 @@ def check_here(group: NodeGroup) -> list[str]:
         holder = held.get(spec.port) or procs.port_holder(spec.bind_host, spec.port, known=held)
         if holder is not None:
             problems.append(f"{spec.name}: {holder.describe()}")
-        missing = missing_executable(resolve_argv(spec.argv), spec.env.get("PATH", os.environ.get("PATH")))
+        path = spec.env.get("PATH", os.environ.get("PATH"))
+        missing = missing_executable(resolve_argv(spec.argv), path)
+        if missing is None and spec.gate:  # the engine behind the Ray gate (its `ray` is checked by the gate)
+            missing = missing_executable(spec.engine_argv, path)
         if missing:
             problems.append(f"{spec.name}: command not found: {missing}")
     return problems
@@ -98,6 +101,7 @@ def make_record(spec: ProcessSpec, node: str, backend: str, pid: int, argv: Sequ
         create_time=create_time, host=spec.host or spec.bind_host, port=spec.port, log=str(log_file),
         argv=list(argv), env=dict(spec.env), served_model_name=spec.served_model_name,
         endpoint_key=spec.endpoint_key, adapters=list(spec.adapters), log_offset=offset, handle=dict(handle or {}),
+        **spec.layout_fields(),
     )
 
 

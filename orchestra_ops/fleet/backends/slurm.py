@@ -84,14 +84,14 @@ class SlurmBackend(LocalLogs):
             log_file = absolute_log(spec, ctx.cwd)
             offset = open_log(log_file, spec.reproduce)
             argv = resolve_argv(spec.argv)  # `ops` is this installation: the nodes share this filesystem
-            check = check_argv(argv) if spec.kind == "vllm" and spec.group not in checked else None
+            check = check_argv(argv[spec.gate:]) if spec.kind == "vllm" and spec.group not in checked else None
             checked.add(spec.group)
             replicas.append(Replica(spec.name, str(log_file), spec.gpus, dict(spec.env), argv, check))
             records.append(ProcessRecord(
                 name=spec.name, group=spec.group, kind=spec.kind, node=group.name, backend=self.name, host=None,
                 port=spec.port, log=str(log_file), argv=argv, env=dict(spec.env),
                 served_model_name=spec.served_model_name, endpoint_key=spec.endpoint_key, adapters=list(spec.adapters),
-                log_offset=offset))
+                log_offset=offset, **spec.layout_fields()))
         job = SbatchJob(topology=ctx.topology, node=group.name, settings=settings, nofile=ctx.nofile,
                         job_log=str(job_log), workdir=str(ctx.cwd), replicas=tuple(replicas))
         script = base / "slurm" / f"{group.name}.sbatch"

@@ -70,7 +70,8 @@ class SshBackend:
         node = self.node_record(group, ctx)
         try:
             answer = self.agent(node, "check", {
-                "commands": sorted({spec.argv[0] for spec in group.specs} | {"tmux"}),
+                "commands": sorted({spec.argv[0] for spec in group.specs} | {spec.engine_argv[0] for spec in group.specs}
+                                   | {"tmux"}),
                 "ports": [[spec.bind_host, spec.port] for spec in group.specs],
                 "socket": node.handle["socket"], "session": node.handle["session"]})
         except SshError as exc:
@@ -79,7 +80,7 @@ class SshBackend:
         label = self.pool.label(target_of(node))
         problems = []
         for command in answer["missing"]:
-            users = [spec.name for spec in group.specs if spec.argv[0] == command]
+            users = [spec.name for spec in group.specs if command in (spec.argv[0], spec.engine_argv[0])]
             what = f" (for {', '.join(users[:3])}{' …' if len(users) > 3 else ''})" if users else ""
             problems.append(f"{label}: command not found there: {command}{what}; PATH there is {answer['path']}")
         for port in answer["ports_taken"]:
@@ -203,4 +204,5 @@ def _record(spec: ProcessSpec, node: str, log: str, started: dict[str, Any]) -> 
         endpoint_key=spec.endpoint_key, adapters=list(spec.adapters), pid=pid, pgid=pid, sid=pid,
         log_offset=started["offset"],
         handle={"window": started["window"], "start_ticks": started["start_ticks"], "bind": spec.bind_host},
+        **spec.layout_fields(),
     )
