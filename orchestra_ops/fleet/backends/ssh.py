@@ -70,7 +70,7 @@ class SshBackend:
         node = self.node_record(group, ctx)
         try:
             answer = self.agent(node, "check", {
-                "commands": sorted({spec.argv[0] for spec in group.specs} | {spec.engine_argv[0] for spec in group.specs}
+                "commands": sorted({word for spec in group.specs for word in (spec.argv[0], spec.engine_argv[0])}
                                    | {"tmux"}),
                 "ports": [[spec.bind_host, spec.port] for spec in group.specs],
                 "socket": node.handle["socket"], "session": node.handle["session"]})
