@@ -9,6 +9,7 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.argv_check_nodes import check_file
 from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
 from orchestra_ops.fleet.indexes import missing_indexes
+from orchestra_ops.fleet.plan import ProcessSpec
 from orchestra_ops.fleet.plan import plan as make_plan
 
 
@@ -46,12 +47,41 @@ def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_e
             click.echo(f"# {spec.name}  (node {spec.node}, log {spec.log})")
             click.echo(spec.reproduce)
         return
+    layout = any(spec.role != "server" or spec.ranks or spec.stages for spec in launch_plan.processes)
     rows = [
-        (spec.name, spec.node, f"{spec.host or '(slurm)'}:{spec.port}", ",".join(map(str, spec.gpus)) or "-",
-         spec.kind, spec.served_model_name or "-", spec.log)
+        (spec.name, spec.node, f"{spec.host or '(slurm)'}:{spec.port}", _devices(spec), spec.kind,
+         *([part(spec)] if layout else []), spec.served_model_name or "-", spec.log)
         for spec in launch_plan.processes
     ]
     print_table(f"{launch_plan.name}: {len(rows)} processes, backend {launch_plan.backend}",
-                ["process", "node", "host:port", "gpus", "engine", "serves", "log"], rows)
+                ["process", "node", "host:port", "gpus", "engine", *(["part"] if layout else []), "serves", "log"],
+                rows)
     stderr_console().print("full commands: --reproduce (shell lines) or --json")
 
+
+
+def _devices(spec: ProcessSpec) -> str:
+    """Its GPUs, or for the CPU build of vLLM the cores of each rank (`0|1`: rank 0 on core 0, rank 1 on 1)."""
+    if spec.gpus:
+        return ",".join(map(str, spec.gpus))
+    bind = spec.env.get("VLLM_CPU_OMP_THREADS_BIND")
+    return f"cores {bind}" if bind else "-"
+
+
+def part(spec: ProcessSpec) -> str:
+    """What part of its model a process runs: `DP ranks 0-3`, `stages 0-1`, `Ray head`."""
+    if spec.role == "ray-head":
+        words = ["Ray head"]
+    elif spec.role == "ray-worker":
+        words = ["Ray worker"]
+    else:
+        words = []
+    if spec.ranks:
+        words.append(f"DP rank {spec.ranks[0]}" if len(spec.ranks) == 1 else
+                     f"DP ranks {spec.ranks[0]}-{spec.ranks[-1]}")
+    if spec.stages:
+        words.append(f"stage {spec.stages[0]}" if len(spec.stages) == 1 else
+                     f"stages {spec.stages[0]}-{spec.stages[-1]}")
+    if spec.domain:
+        words.append(f"steps with {spec.domain}")
+    return ", ".join(words) or "-"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestra_ops.config.lora_checks import check_lora
-from orchestra_ops.config.parallel import host_count, planned_ports, shape_ok, shape_problems, uses_new_layout
+from orchestra_ops.config.parallel import planned_ports, shape_ok, shape_problems, uses_new_layout
 from orchestra_ops.config.placement import place_cpus, place_gpus
 from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
@@ -197,8 +197,7 @@ def _ports(topology: Topology) -> Iterator[Problem]:
     owners: dict[tuple[str, int], str] = {}
     entries: list[tuple[tuple[Any, ...], str, str, int, list[tuple[int, int, str]]]] = []
     for key, model in topology.models.items():
-        if model.node in topology.nodes and uses_new_layout(model) and host_count(topology.nodes[model.node]) \
-                and shape_ok(topology, key):
+        if model.node in topology.nodes and uses_new_layout(model) and shape_ok(topology, key):
             for path, host_index, port, what in planned_ports(topology, key):
                 entries.append((path, f"models.{key} ({what})", model.node, port, [(host_index, port, what)]))
             continue
@@ -207,8 +206,9 @@ def _ports(topology: Topology) -> Iterator[Problem]:
     for key, service in topology.services.items():
         entries.append((("services", key, "port"), f"services.{key}", service.node, service.port,
                         [(0, service.port, "")]))
+    reported: set[tuple[Any, ...]] = set()  # one clash per field is enough to fix it
     for path, label, node_name, first, ports in entries:
-        if node_name not in topology.nodes:
+        if node_name not in topology.nodes or path in reported:
             continue
         last = max(port for _, port, _ in ports)
         if last > 65535:
@@ -221,9 +221,12 @@ def _ports(topology: Topology) -> Iterator[Problem]:
             if slot in owners and owners[slot].split(" (")[0] != owner:
                 where = "slurm node " + node_name if machine.startswith("slurm:") else f"host {machine}"
                 yield path, f"port {port} on {where} is also used by {owners[slot]}"
+                reported.add(path)
                 break
             if slot in owners and owners[slot] != label:
-                yield path, f"port {port} is planned twice for {owner}: {owners[slot]} and {label.split(' (')[1][:-1]}"
+                first, second = (text.split(" (", 1)[1][:-1] for text in (owners[slot], label))
+                yield path, f"port {port} is planned twice for {owner}: {first} and {second}"
+                reported.add(path)
                 break
             owners[slot] = label
 

@@ -1,0 +1,250 @@
+"""Models bigger than one GPU or host, and vLLM's own data parallelism: golden plans per mode (argv, env,
+placement, endpoints) and a located error for each shape that cannot work."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchestra_ops.config.loader import load_topology
+from orchestra_ops.errors import TopologyError
+from orchestra_ops.fleet.endpoints import endpoints_for
+from orchestra_ops.fleet.plan import LaunchPlan, plan
+from orchestra_ops.fleet.ray_gate import GATE_NAME
+
+NODES = """\
+name: big
+nodes:
+  gpu8: {host: gpu-box, gpus: 8}
+  pair: {hosts: [10.0.0.1, 10.0.0.2], gpus: 8}
+  cpu: {host: localhost, gpus: 0, cpus: 4}
+models:
+"""
+
+
+def _plan(tmp_path: Path, models: str) -> LaunchPlan:
+    path = tmp_path / "big.yaml"
+    path.write_text(NODES + textwrap.indent(textwrap.dedent(models), "  "))
+    return plan(load_topology(path), state_dir="/state/big")
+
+
+def _errors(tmp_path: Path, models: str, nodes: str = NODES) -> list[str]:
+    path = tmp_path / "big.yaml"
+    path.write_text(nodes + textwrap.indent(textwrap.dedent(models), "  "))
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    return [line.split("big.yaml:", 1)[1] for line in info.value.problems]
+
+
+def _env(spec: object) -> dict[str, str]:
+    env = dict(getattr(spec, "env"))
+    env.pop("VLLM_CACHE_ROOT")
+    return env
+
+
+def test_tensor_and_pipeline_parallel_inside_one_host(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, """\
+        a: {model: org/A-70B, node: gpu8, replicas: 2, tensor_parallel: 2, pipeline_parallel: 2, port: 8000}
+        """)
+    assert [(s.name, s.gpus, s.port) for s in launch.processes] == [("a/0", (0, 1, 2, 3), 8000),
+                                                                     ("a/1", (4, 5, 6, 7), 8001)]
+    assert list(launch.by_name("a/1").argv) == [
+        "vllm", "serve", "org/A-70B", "--host", "0.0.0.0", "--port", "8001", "--tensor-parallel-size", "2",
+        "--pipeline-parallel-size", "2"]
+    assert launch.by_name("a/1").env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert endpoints_for(launch) == {"org/A-70B": [{"ip_addr": "gpu-box", "port": 8000},
+                                                   {"ip_addr": "gpu-box", "port": 8001}]}
+
+
+def test_tensor_parallel_on_a_cpu_node_binds_one_core_list_per_rank(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, """\
+        t: {model: /m/tiny, node: cpu, gpus_per_replica: 0, tensor_parallel: 2, port: 8200}
+        u: {model: /m/tiny2, node: cpu, gpus_per_replica: 0, cpus_per_replica: 1, port: 8300}
+        """)
+    tiny = launch.by_name("t/0")
+    assert tiny.argv[-2:] == ("--tensor-parallel-size", "2")
+    assert _env(tiny) == {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1", "VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+    assert launch.by_name("u/0").env["VLLM_CPU_OMP_THREADS_BIND"] == "2"  # the next free core
+
+
+def test_vllm_internal_dp_with_expert_parallel_is_one_server_and_one_endpoint(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, """\
+        moe:
+          model: deepseek-ai/DeepSeek-V2-Lite
+          node: gpu8
+          replicas: 4
+          tensor_parallel: 2
+          port: 8000
+          data_parallel: {mode: vllm-internal, expert_parallel: true, rpc_port: 13345}
+        """)
+    (server,) = launch.processes
+    assert (server.name, server.gpus, server.ranks, server.domain) == ("moe/0", tuple(range(8)), (0, 1, 2, 3), None)
+    assert list(server.argv) == [
+        "vllm", "serve", "deepseek-ai/DeepSeek-V2-Lite", "--host", "0.0.0.0", "--port", "8000",
+        "--tensor-parallel-size", "2", "--data-parallel-size", "4", "--data-parallel-rpc-port", "13345",
+        "--enable-expert-parallel"]
+    assert endpoints_for(launch) == {"deepseek-ai/DeepSeek-V2-Lite": [{"ip_addr": "gpu-box", "port": 8000}]}
+
+
+def test_vllm_external_dp_is_one_server_per_rank_with_its_own_port_and_devices(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, """\
+        moe:
+          model: Qwen/Qwen3-30B-A3B
+          node: pair
+          replicas: 4
+          tensor_parallel: 2
+          port: 8000
+          data_parallel: {mode: vllm-external, expert_parallel: true}
+        """)
+    rows = [(s.name, s.node, s.host, s.port, s.gpus, s.ranks, s.domain) for s in launch.processes]
+    assert rows == [("moe/0", "pair@0", "10.0.0.1", 8000, (0, 1), (0,), "moe"),
+                    ("moe/1", "pair@0", "10.0.0.1", 8001, (2, 3), (1,), "moe"),
+                    ("moe/2", "pair@1", "10.0.0.2", 8000, (0, 1), (2,), "moe"),
+                    ("moe/3", "pair@1", "10.0.0.2", 8001, (2, 3), (3,), "moe")]
+    assert list(launch.by_name("moe/2").argv) == [
+        "vllm", "serve", "Qwen/Qwen3-30B-A3B", "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size",
+        "2", "--data-parallel-size", "4", "--data-parallel-rank", "2", "--data-parallel-address", "10.0.0.1",
+        "--data-parallel-rpc-port", "29550", "--enable-expert-parallel"]
+    assert [e["port"] for e in endpoints_for(launch)["Qwen/Qwen3-30B-A3B"]] == [8000, 8001, 8000, 8001]
+
+
+def test_vllm_hybrid_dp_is_one_api_server_per_host_with_its_local_ranks(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, """\
+        moe:
+          model: Qwen/Qwen3-30B-A3B
+          node: pair
+          replicas: 4
+          tensor_parallel: 4
+          port: 8000
+          data_parallel: {mode: vllm-hybrid, expert_parallel: true}
+        """)
+    assert [(s.name, s.host, s.gpus, s.ranks) for s in launch.processes] == [
+        ("moe/0", "10.0.0.1", tuple(range(8)), (0, 1)), ("moe/1", "10.0.0.2", tuple(range(8)), (2, 3))]
+    assert list(launch.by_name("moe/1").argv)[7:] == [
+        "--tensor-parallel-size", "4", "--data-parallel-size", "4", "--data-parallel-size-local", "2",
+        "--data-parallel-start-rank", "2", "--data-parallel-address", "10.0.0.1", "--data-parallel-rpc-port",
+        "29550", "--data-parallel-hybrid-lb", "--enable-expert-parallel"]
+
+
+def test_pipeline_stages_across_hosts_run_through_ray(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, """\
+        big: {model: meta-llama/Llama-3.1-405B, node: pair, tensor_parallel: 8, pipeline_parallel: 2, port: 8100,
+              vllm_command: [/venv/bin/vllm], ray: {port: 7000, worker_ports: 16}}
+        """)
+    assert [(s.name, s.role, s.node, s.port, s.gpus, s.stages, s.kind) for s in launch.processes] == [
+        ("big/ray0", "ray-head", "pair@0", 7000, tuple(range(8)), (0,), "ray"),
+        ("big/0", "server", "pair@0", 8100, tuple(range(8)), (0, 1), "vllm"),
+        ("big/ray1", "ray-worker", "pair@1", 7008, tuple(range(8)), (1,), "ray")]
+    head, server, worker = launch.processes
+    assert list(head.argv) == [
+        "/venv/bin/ray", "start", "--block", "--disable-usage-stats", "--node-ip-address", "10.0.0.1", "--head",
+        "--port", "7000", "--ray-client-server-port", "7001", "--include-dashboard", "false",
+        "--node-manager-port", "7002", "--object-manager-port", "7003", "--metrics-export-port", "7004",
+        "--dashboard-agent-grpc-port", "7005", "--dashboard-agent-listen-port", "7006",
+        "--runtime-env-agent-port", "7007", "--min-worker-port", "7014", "--max-worker-port", "7029",
+        "--num-gpus", "8"]
+    assert list(worker.argv[6:8]) == ["--address", "10.0.0.1:7000"]
+    assert list(worker.argv[-6:]) == ["--min-worker-port", "7030", "--max-worker-port", "7045", "--num-gpus", "8"]
+    assert server.argv[:2] == ("sh", "-c") and server.argv[3:server.gate] == (
+        GATE_NAME, "/venv/bin/ray", "2", "10.0.0.1:7000", "900", "--")
+    assert list(server.engine_argv) == [
+        "/venv/bin/vllm", "serve", "meta-llama/Llama-3.1-405B", "--host", "0.0.0.0", "--port", "8100",
+        "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray"]
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in server.env  # a head on a real address
+    assert endpoints_for(launch) == {"meta-llama/Llama-3.1-405B": [{"ip_addr": "10.0.0.1", "port": 8100}]}
+
+
+def test_a_ray_head_on_this_machines_loopback_stays_there(tmp_path: Path) -> None:
+    nodes = NODES.replace("pair: {hosts: [10.0.0.1, 10.0.0.2], gpus: 8}", "pair: {hosts: [localhost, 127.0.0.2], "
+                          "gpus: 0}")
+    path = tmp_path / "big.yaml"
+    path.write_text(nodes + "  big: {model: /m/tiny, node: pair, gpus_per_replica: 0, pipeline_parallel: 2, "
+                    "port: 8100}\n")
+    launch = plan(load_topology(path), state_dir="/state/big")
+    head, server, worker = launch.processes
+    assert (head.host, head.bind_host, worker.host, worker.bind_host) == ("127.0.0.1", "127.0.0.1", "127.0.0.2",
+                                                                          "127.0.0.2")
+    assert head.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == server.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in worker.env  # a worker must believe in clusters to join
+    assert (head.env["VLLM_CPU_OMP_THREADS_BIND"], server.env["VLLM_CPU_OMP_THREADS_BIND"],
+            worker.env["VLLM_CPU_OMP_THREADS_BIND"]) == ("0", "0", "0")  # one rank per host, each host's core 0
+
+
+IMPOSSIBLE: list[tuple[str, str, list[str]]] = [
+    ("ranks × TP × PP over the node's GPUs",
+     "a: {model: m, node: gpu8, replicas: 3, tensor_parallel: 2, pipeline_parallel: 2, port: 9000}\n",
+     ["7: models.a.replicas: 3 ranks × TP 2 × PP 2 need 12 GPUs on host 'gpu8' of node 'gpu8', which has 8 GPUs "
+      "(8 free)"]),
+    ("internal DP over the GPUs",
+     "a: {model: m, node: gpu8, replicas: 4, tensor_parallel: 4, port: 9000, data_parallel: {mode: vllm-internal}}\n",
+     ["7: models.a.replicas: 4 ranks × TP 4 × PP 1 need 16 GPUs on host 'gpu8' of node 'gpu8', which has 8 GPUs "
+      "(8 free)"]),
+    ("stages that do not split over the hosts",
+     "a: {model: m, node: pair, tensor_parallel: 2, pipeline_parallel: 3, port: 9000}\n",
+     ["7: models.a.pipeline_parallel: 3 pipeline stages cannot be split evenly over the 2 hosts of node 'pair' "
+      "(2 hosts) (tensor parallel stays inside a host; stages go across hosts): use pipeline_parallel: 2 or a "
+      "multiple"]),
+    ("a Ray group with replicas",
+     "a: {model: m, node: pair, replicas: 2, pipeline_parallel: 2, port: 9000}\n",
+     ["7: models.a.replicas: a model whose stages span the 2 hosts of node 'pair' (2 hosts) runs one TP×PP group "
+      "(one Ray cluster); replicas: 2 would need one cluster each: declare a model per group, or use data_parallel "
+      "mode vllm-hybrid/vllm-external with each rank on one host"]),
+    ("hybrid on a single host",
+     "a: {model: m, node: gpu8, replicas: 2, port: 9000, data_parallel: {mode: vllm-hybrid}}\n",
+     ["7: models.a.data_parallel.mode: vllm-hybrid runs one API server per host, and node 'gpu8' is one host; use "
+      "vllm-internal (one server, one endpoint) or vllm-external (one server per rank)"]),
+    ("internal DP across hosts",
+     "a: {model: m, node: pair, replicas: 2, port: 9000, data_parallel: {mode: vllm-internal}}\n",
+     ["7: models.a.data_parallel.mode: vllm-internal runs on one host and node 'pair' (2 hosts) spans 2: use "
+      "vllm-hybrid (one API server per host) or vllm-external (one server per rank)"]),
+    ("ranks that do not split over the hosts",
+     "a: {model: m, node: pair, replicas: 3, port: 9000, data_parallel: {mode: vllm-external}}\n",
+     ["7: models.a.replicas: 3 data-parallel ranks cannot be split evenly over the 2 hosts of node 'pair' "
+      "(2 hosts): use a multiple of 2"]),
+    ("expert parallel without vLLM's DP",
+     "a: {model: m, node: gpu8, replicas: 2, port: 9000, data_parallel: {expert_parallel: true}}\n",
+     ["7: models.a.data_parallel.expert_parallel: expert parallelism needs vLLM's own data parallelism (the ranks "
+      "step together): set data_parallel.mode to vllm-internal, vllm-hybrid or vllm-external"]),
+    ("gpus_per_replica that contradicts TP × PP",
+     "a: {model: m, node: gpu8, gpus_per_replica: 2, tensor_parallel: 2, pipeline_parallel: 2, port: 9000}\n",
+     ["7: models.a.gpus_per_replica: 2 GPUs per replica, but tensor_parallel × pipeline_parallel = 2 × 2 = 4 "
+      "(leave gpus_per_replica out: it follows from them)"]),
+    ("two plans on one DP port",
+     "a: {model: m, node: gpu8, replicas: 2, port: 9000, data_parallel: {mode: vllm-internal}}\n"
+     "b: {model: m2, node: gpu8, replicas: 2, port: 9100, data_parallel: {mode: vllm-internal}}\n",
+     ["8: models.b.data_parallel.rpc_port: port 29550 on host gpu-box is also used by models.a (its data-parallel "
+      "RPC port)"]),
+    ("a Ray port on a server's port",
+     "a: {model: m, node: pair, pipeline_parallel: 2, port: 9003, ray: {port: 9000}}\n",
+     ["7: models.a.ray.port: port 9003 is planned twice for models.a: server a/0 and Ray node a/ray0"]),
+    ("two Ray clusters on one port",
+     "a: {model: m, node: pair, pipeline_parallel: 2, port: 9500}\n"
+     "b: {model: m2, node: pair, pipeline_parallel: 2, port: 9600}\n",
+     ["8: models.b.ray.port: port 6379 on host 10.0.0.1 is also used by models.a (Ray node a/ray0)"]),
+    ("a slurm allocation of several nodes",
+     "a: {model: m, node: alloc, pipeline_parallel: 2, port: 9000}\n",
+     ["8: models.a.node: node 'alloc' (2 hosts) is a slurm allocation of 2 nodes: this version starts a model across "
+      "hosts on a `hosts:` node (local or ssh) only; run it on one slurm node, or list the allocated hosts"]),
+]
+
+
+@pytest.mark.parametrize(("what", "models", "expected"), IMPOSSIBLE, ids=[case[0] for case in IMPOSSIBLE])
+def test_impossible_shapes_are_located_errors(tmp_path: Path, what: str, models: str, expected: list[str]) -> None:
+    nodes = NODES
+    if "alloc" in models:
+        nodes = NODES.replace("models:\n", "  alloc: {slurm: {gpus: 8, nodes: 2}}\nmodels:\n")
+    assert _errors(tmp_path, models, nodes) == expected
+
+
+def test_a_hosts_node_lists_each_machine_once(tmp_path: Path) -> None:
+    nodes = NODES.replace("[10.0.0.1, 10.0.0.2]", "[localhost, 127.0.0.1]")
+    assert _errors(tmp_path, "a: {model: m, node: gpu8, port: 9000}\n", nodes) == [
+        "4: nodes.pair.hosts: this machine is listed twice (localhost, 127.0.0.1 and ::1 are one machine)"]
+
+
+def test_flags_the_layout_sets_are_refused_in_engine_args(tmp_path: Path) -> None:
+    assert _errors(tmp_path, "a: {model: m, node: gpu8, port: 9000, engine_args: [--data-parallel-size, '2']}\n") == [
+        "7: models.a.engine_args.0: '--data-parallel-size' is set from the topology; use replicas with "
+        "data_parallel.mode instead"]
