@@ -224,8 +224,8 @@ def _ports(topology: Topology) -> Iterator[Problem]:
                 reported.add(path)
                 break
             if slot in owners and owners[slot] != label:
-                first, second = (text.split(" (", 1)[1][:-1] for text in (owners[slot], label))
-                yield path, f"port {port} is planned twice for {owner}: {first} and {second}"
+                before, now = (text.split(" (", 1)[1][:-1] for text in (owners[slot], label))
+                yield path, f"port {port} is planned twice for {owner}: {before} and {now}"
                 reported.add(path)
                 break
             owners[slot] = label

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from orchestra_ops.config.parallel import host_count, layout, shape_ok, tensor_parallel, uses_new_layout
 
 if TYPE_CHECKING:
+    from orchestra_ops.config.nodes import Node
     from orchestra_ops.config.topology import Topology
 
 Problem = tuple[tuple[Any, ...], str]
@@ -27,6 +28,14 @@ def replica_name(group: str, index: int) -> str:
 def machine_name(node: str, host_index: int, hosts: int) -> str:
     """The node of one host of a node that spans hosts (`pair@1`), else the node's own name."""
     return node if hosts == 1 else f"{node}@{host_index}"
+
+
+def machine_node(topology: Topology, machine: str) -> Node:
+    """The node settings of a machine name: a node's own, or one host of a node that spans hosts (`pair@1`)."""
+    if machine in topology.nodes:
+        return topology.nodes[machine]
+    name, _, index = machine.rpartition("@")
+    return topology.nodes[name].host_nodes()[int(index)]
 
 
 def process_devices(topology: Topology, key: str) -> list[tuple[str, str, int]]:

@@ -9,7 +9,9 @@
              wait until they serve, record them in state.json and rewrite the endpoints file
 
 Only nodes on this machine (local, tmux) are repaired one process at a time; an ssh or slurm node
-is restarted as a whole with `ops up --replace`.
+is restarted as a whole with `ops up --replace`. Processes that step together (a model's Ray TP×PP group,
+the DP ranks of vLLM's hybrid/external modes: `ProcessRecord.domain`) are one failure domain: one of them
+dead restarts all of them (`with_failure_domains`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.placement import machine_node
 from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import LaunchError
 from orchestra_ops.fleet.backends import Backends
@@ -72,9 +75,16 @@ def survey(state: FleetState, backends: Backends) -> Survey:
     alive, gone = split_running(state, backends)
     probes = asyncio.run(probe_all([target_of(r, alive=False) for r in gone if r.host], metrics=False))
     external = [p.name for p in probes if p.state is State.EXTERNAL]
-    dead = [r.name for r in gone if r.name not in external]
+    dead = with_failure_domains(state, [r.name for r in gone if r.name not in external])
     order = [r.name for r in state.processes]
-    return Survey(alive=sorted(alive, key=order.index), dead=dead, external=external)
+    return Survey(alive=sorted((n for n in alive if n not in dead), key=order.index), dead=dead, external=external)
+
+
+def with_failure_domains(state: FleetState, names: Sequence[str]) -> list[str]:
+    """`names` and every process that steps together with one of them (a Ray TP×PP group, the DP ranks of a
+    MoE): one member down takes the group down, so the whole group restarts, in state order."""
+    domains = {r.domain for r in state.processes if r.name in names and r.domain}
+    return [r.name for r in state.processes if r.name in names or (r.domain is not None and r.domain in domains)]
 
 
 def restart(state: FleetState, names: Sequence[str], backends: Backends, *, timeout_s: float | None = None,
@@ -95,7 +105,7 @@ def restart(state: FleetState, names: Sequence[str], backends: Backends, *, time
     fresh: list[ProcessRecord] = []
     for node_name in dict.fromkeys(record.node for record in old):
         node = state.node(node_name)
-        group = NodeGroup(name=node_name, backend=node.backend, node=topology.nodes[node_name],
+        group = NodeGroup(name=node_name, backend=node.backend, node=machine_node(topology, node_name),
                           specs=tuple(specs[r.name] for r in old if r.node == node_name))
         problems = check_here(group)
         if problems:
@@ -124,8 +134,9 @@ def restart_one(process: str, topology: str | None = None, *, timeout_s: float |
         raise LaunchError(f"topology '{state.name}' is down; `ops up {state.topology_file}` first")
     names = [r.name for r in state.processes if process in (r.name, r.name.replace("/", "-"))]
     name = names[0] if names else state.by_name(process).name  # by_name raises, naming the known processes
-    with Backends() as backends:
-        return restart(state, [name], backends, timeout_s=timeout_s, on_progress=on_progress)
+    with Backends() as backends:  # a member of a group that steps together restarts with its group
+        return restart(state, with_failure_domains(state, [name]), backends, timeout_s=timeout_s,
+                       on_progress=on_progress)
 
 
 def _check_repairable(state: FleetState, record: ProcessRecord, spec: ProcessSpec | None) -> None:
