@@ -248,3 +248,33 @@ def test_flags_the_layout_sets_are_refused_in_engine_args(tmp_path: Path) -> Non
     assert _errors(tmp_path, "a: {model: m, node: gpu8, port: 9000, engine_args: [--data-parallel-size, '2']}\n") == [
         "7: models.a.engine_args.0: '--data-parallel-size' is set from the topology; use replicas with "
         "data_parallel.mode instead"]
+
+
+VLLM = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "vllm"
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not VLLM.is_file(), reason="needs .venv-vllm/bin/vllm (make setup)")
+def test_every_modes_golden_argv_is_accepted_by_vllms_own_parser(tmp_path: Path) -> None:
+    """The argv check `ops up` runs (real vLLM's parser and pre-launch validation) on each mode's servers."""
+    from orchestra_ops.fleet.argv_check import check_specs, run_here
+
+    launch = _plan(tmp_path, f"""\
+        tp: {{model: org/A-70B, node: gpu8, replicas: 1, tensor_parallel: 2, pipeline_parallel: 2, port: 8000,
+              vllm_command: [{VLLM}]}}
+        internal: {{model: org/MoE, node: gpu8, replicas: 2, port: 8100, vllm_command: [{VLLM}],
+                    data_parallel: {{mode: vllm-internal, expert_parallel: true}}}}
+        external: {{model: org/MoE2, node: pair, replicas: 2, port: 8200, vllm_command: [{VLLM}],
+                    data_parallel: {{mode: vllm-external, expert_parallel: true}}}}
+        hybrid: {{model: org/MoE3, node: pair, replicas: 4, port: 8300, vllm_command: [{VLLM}],
+                  data_parallel: {{mode: vllm-hybrid, expert_parallel: true}}}}
+        ray: {{model: org/Big, node: pair, tensor_parallel: 2, pipeline_parallel: 2, port: 8400,
+               vllm_command: [{VLLM}], ray: {{port: 7000}}}}
+        """)
+    servers = [s for s in launch.processes if s.serves]
+    checks = check_specs(servers, {node: run_here(tmp_path) for node in ("gpu8", "pair@0", "pair@1")})
+    assert {c.group: (c.ok, c.error) for c in checks} == {
+        "tp": (True, None), "internal": (True, None), "external": (True, None), "hybrid": (True, None),
+        "ray": (True, None)}
+    assert {c.version for c in checks} == {"0.32.0+cpu"}
