@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from orchestra_ops.config.layout import planned_ports, shape_ok, shape_problems, uses_new_layout
 from orchestra_ops.config.lora_checks import check_lora
-from orchestra_ops.config.parallel import planned_ports, shape_ok, shape_problems, uses_new_layout
 from orchestra_ops.config.placement import place_cpus, place_gpus
 from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
 

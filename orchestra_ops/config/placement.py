@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from orchestra_ops.config.parallel import host_count, layout, shape_ok, tensor_parallel, uses_new_layout
+from orchestra_ops.config.layout import host_count, layout, shape_ok, tensor_parallel, uses_new_layout
 
 if TYPE_CHECKING:
     from orchestra_ops.config.nodes import Node
@@ -214,7 +214,7 @@ def place_cpus(topology: Topology) -> tuple[dict[str, str], list[Problem]]:
 
 
 def _cpu_slots(topology: Topology, key: str) -> list[tuple[str, str, int]]:
-    """(machine, process, ranks) of a CPU model laid out by config/parallel.py."""
+    """(machine, process, ranks) of a CPU model laid out by config/layout.py."""
     if not shape_ok(topology, key):
         return []
     shape = layout(topology, key)

@@ -1,4 +1,4 @@
-"""The commands of a model laid out by config/parallel.py: vLLM's data-parallel flags, and Ray across hosts.
+"""The commands of a model laid out by config/layout.py: vLLM's data-parallel flags, and Ray across hosts.
 
     vllm-internal   vllm serve … --data-parallel-size N --data-parallel-rpc-port P [--enable-expert-parallel]
     vllm-hybrid     per host h: … --data-parallel-size N --data-parallel-size-local L --data-parallel-start-rank h·L
@@ -20,8 +20,9 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from orchestra_ops.config.layout import Layout, Slot, layout
 from orchestra_ops.config.parallel import VLLM_DP_RPC_PORT as DEFAULT_RPC_PORT
-from orchestra_ops.config.parallel import Layout, RaySettings, Slot, layout, ray_ports
+from orchestra_ops.config.parallel import RaySettings, ray_ports
 from orchestra_ops.config.placement import machine_name
 from orchestra_ops.config.topology import ModelSpec, Topology
 from orchestra_ops.fleet.ray_gate import gate_argv

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestra_ops.config.parallel import uses_new_layout
+from orchestra_ops.config.layout import uses_new_layout
 from orchestra_ops.config.placement import place_cpus, place_gpus, replica_name
 from orchestra_ops.config.topology import LOCAL_HOSTS, ModelSpec, RetrievalService, SimSettings, Topology
 from orchestra_ops.core.paths import topology_dir
@@ -43,7 +43,7 @@ class ProcessSpec:
     ulimit_nofile: int
     endpoint_key: str  # the key in the endpoints file
     adapters: tuple[str, ...] = ()  # LoRA adapters it serves from the start (more endpoints keys)
-    # bigger models (config/parallel.py, fleet/parallel_plan.py): what part of its model this process runs
+    # bigger models (config/layout.py, fleet/parallel_plan.py): what part of its model this process runs
     role: str = "server"  # server | ray-head | ray-worker (Ray nodes serve no endpoint)
     ranks: tuple[int, ...] = ()  # the data-parallel ranks a vLLM server runs (vLLM's own DP), else ()
     stages: tuple[int, ...] = ()  # the pipeline stages on its host (PP > 1), else ()
@@ -188,7 +188,7 @@ def log_path(log_dir: str, name: str) -> str:
 
 def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placement: Mapping[str, tuple[int, ...]],
                         cpu_binds: Mapping[str, str], log_dir: str) -> list[ProcessSpec]:
-    """The processes of a model laid out by config/parallel.py (fleet/parallel_plan.py builds their commands)."""
+    """The processes of a model laid out by config/layout.py (fleet/parallel_plan.py builds their commands)."""
     specs = []
     for item in rank_processes(topology, key, lambda bind, port: vllm_argv(topology, model, bind, port),
                                lambda index: _hosts(topology, model.node, index)):

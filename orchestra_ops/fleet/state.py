@@ -71,7 +71,7 @@ class ProcessRecord:
     create_time: float | None = None  # start time on this machine (local, tmux): pid + time = identity
     log_offset: int = 0  # size of the log before this launch: this run's lines start here
     handle: dict[str, Any] = field(default_factory=dict)  # the backend's own (tmux window, remote start ticks)
-    role: str = "server"  # server | ray-head | ray-worker (config/parallel.py); Ray nodes are no endpoint
+    role: str = "server"  # server | ray-head | ray-worker (config/layout.py); Ray nodes are no endpoint
     ranks: list[int] = field(default_factory=list)  # the DP ranks a vLLM server runs (vLLM's own DP)
     stages: list[int] = field(default_factory=list)  # pipeline stages on its host (PP > 1)
     domain: str | None = None  # failure domain (its model) when its model's processes step together
