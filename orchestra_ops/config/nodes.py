@@ -104,7 +104,9 @@ class Node(Strict):
     machine is reached over ssh (the tmux backend there), and a node on this machine uses the
     topology's `backend` (local or tmux). `bind` is the address its servers listen on: default
     loopback on this machine (nothing outside can reach it) and 0.0.0.0 elsewhere (as vLLM does);
-    set it to keep servers on one interface, e.g. `bind: 127.0.0.2` for a node at that address.
+    set it to keep servers on one interface, e.g. `bind: 127.0.0.2` for a node at that address. On a node
+    with `hosts:`, `bind` is the address of its host on this machine (the others bind their own loopback
+    address, or 0.0.0.0).
     """
 
     host: str | None = None

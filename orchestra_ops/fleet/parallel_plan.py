@@ -9,7 +9,9 @@
                     the others (every port planned: config/parallel.RayPorts), and on the first host the Ray
                     gate (ray_gate.py) in front of vllm serve … --distributed-executor-backend ray
 
-A head on this machine's loopback keeps the cluster there (LOOPBACK_RAY). Ray runs from the engine's own
+Each Ray node's address is its host's (this machine's: its `bind` when that names one address; note that
+Ray itself turns 127.0.0.1, localhost and ::1 into the machine's outward address, so a cluster kept on
+loopback binds another loopback address, e.g. `bind: 127.0.0.3`). Ray runs from the engine's own
 environment: the `ray` beside the node's `vllm` command (a venv's bin/), else `ray` on the node's PATH.
 Pure: argv and env only; plan.py makes ProcessSpecs of them.
 """
@@ -26,11 +28,6 @@ from orchestra_ops.config.parallel import RaySettings, ray_ports
 from orchestra_ops.config.placement import machine_name
 from orchestra_ops.config.topology import ModelSpec, Topology
 from orchestra_ops.fleet.ray_gate import gate_argv
-
-# Ray turns a node address of 127.0.0.1 into the machine's outward address (services.resolve_ip_for_localhost)
-# unless it believes it cannot cluster; a head on this machine's loopback (a `hosts:` node binds loopback
-# here unless `bind` says otherwise) must stay there, so its Ray processes and the server run with this.
-LOOPBACK_RAY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 HostsOf = Callable[[int], "tuple[str | None, str]"]  # host index -> (connect host, bind address)
 BaseArgv = Callable[[str, int], "list[str]"]  # (bind, port) -> `vllm serve MODEL --host … --port … …`
@@ -69,8 +66,7 @@ def rank_processes(topology: Topology, key: str, base_argv: BaseArgv, hosts_of: 
     for slot in shape.slots:
         host, bind = hosts_of(slot.host_index)
         machine = machine_name(model.node, slot.host_index, shape.hosts)
-        # a worker must believe in clusters to join one (its own address is never 127.0.0.1: a host once)
-        env = dict(LOOPBACK_RAY) if shape.ray and _loopback(head_host) and slot.role != "ray-worker" else {}
+        env: dict[str, str] = {}
         if slot.role != "server":
             argv = _ray_argv(topology, model, shape, slot, host or bind, head_host)
             out.append(RankProcess(slot, machine, host, bind, argv, env, (), domain))
@@ -87,9 +83,6 @@ def rank_processes(topology: Topology, key: str, base_argv: BaseArgv, hosts_of: 
         out.append(RankProcess(slot, machine, host, bind, argv, env, ranks, domain, gate))
     return out
 
-
-def _loopback(host: str) -> bool:
-    return host in ("localhost", "127.0.0.1", "::1")
 
 
 def _ray_of(topology: Topology, model: ModelSpec) -> str:

@@ -164,15 +164,17 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
 
 def _hosts(topology: Topology, node_name: str, host_index: int = 0) -> tuple[str | None, str]:
     """(connect host, bind address) of a node (of its `host_index`-th host): this machine's nodes bind loopback
-    unless told otherwise, other nodes 0.0.0.0 unless `bind` says which address (see topology.Node); a host
-    of a `hosts:` node that is a loopback address binds it (two hosts on one machine keep apart)."""
+    unless told otherwise, other nodes 0.0.0.0 unless `bind` says which address (see topology.Node). On a
+    `hosts:` node `bind` is this machine's host's address; another host binds its own address when it is a
+    loopback one (two hosts on one machine keep apart), else 0.0.0.0."""
     node = topology.nodes[node_name]
     if node.hosts:
         host = node.hosts[host_index]
         if host in LOCAL_HOSTS:
             loopback = "::1" if host == "::1" else "127.0.0.1"
-            return loopback, node.bind or loopback
-        return host, node.bind or (host if host.startswith("127.") else "0.0.0.0")
+            bind = node.bind or loopback
+            return (loopback if bind in ("0.0.0.0", "::") else bind), bind
+        return host, host if host.startswith("127.") else "0.0.0.0"
     if node.host is None:
         return None, node.bind or "0.0.0.0"
     if node.host in LOCAL_HOSTS:

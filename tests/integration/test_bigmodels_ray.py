@@ -1,5 +1,7 @@
-"""A model across two hosts through real Ray: a `hosts:` node of this machine (127.0.0.1) and the dev
-cluster's sshd on 127.0.0.2, pipeline parallel 2, `ops up` to `ops down`.
+"""A model across two hosts through real Ray: a `hosts:` node of this machine and the dev cluster's sshd on
+127.0.0.2, pipeline parallel 2, `ops up` to `ops down`. This machine's host binds 127.0.0.3: Ray turns
+127.0.0.1 into the machine's outward address (ray/_private/services.py resolve_ip_for_localhost), and the
+test keeps every byte on loopback.
 
 The CPU build of vLLM cannot run this mode: its platform has no Ray device key, and vLLM refuses
 (`current platform cpu does not support ray.`, vllm/v1/executor/ray_utils.py). So the Ray cluster is
@@ -67,9 +69,9 @@ def test_ray_head_and_worker_on_two_loopback_hosts_serve_pp2_and_down_frees_ever
     h = harness
     vllm = _standin(h.cwd)
     ssh = h.ssh_node()["ssh"]
-    ray_port = server_port_block(2 + 6 * 2 + 8 * 2)
-    port = server_port_block(1)
-    pair = {"hosts": ["127.0.0.1", h.cluster.ssh_address], "gpus": 0, "cpus": 2, "ssh": ssh,
+    ray_port = server_port_block(2 + 6 * 2 + 8 * 2, ("127.0.0.3", "127.0.0.2"))
+    port = server_port_block(1, ("127.0.0.3",))
+    pair = {"hosts": ["localhost", h.cluster.ssh_address], "bind": "127.0.0.3", "gpus": 0, "cpus": 2, "ssh": ssh,
             "vllm_command": [str(vllm)]}
     model = {"model": str(REPO / ".tiny-model" / "model"), "served_model_name": "tiny", "node": "pair",
              "gpus_per_replica": 0, "pipeline_parallel": 2, "port": port,
@@ -84,7 +86,7 @@ def test_ray_head_and_worker_on_two_loopback_hosts_serve_pp2_and_down_frees_ever
     assert [processes[n]["node"] for n in processes] == ["pair@0", "pair@0", "pair@1"]
     server = processes["big/0"]["argv"]
     assert server[server.index("--"):][1:] == [
-        str(vllm), "serve", model["model"], "--host", "127.0.0.1", "--port", str(port), "--served-model-name",
+        str(vllm), "serve", model["model"], "--host", "127.0.0.3", "--port", str(port), "--served-model-name",
         "tiny", "--max-model-len", "2048", "--pipeline-parallel-size", "2", "--dtype", "float32",
         "--enforce-eager", "--distributed-executor-backend", "ray"]
 
@@ -96,7 +98,7 @@ def test_ray_head_and_worker_on_two_loopback_hosts_serve_pp2_and_down_frees_ever
         "big/ray0": ("ray-head", "pair@0", "local"), "big/0": ("server", "pair@0", "local"),
         "big/ray1": ("ray-worker", "pair@1", "ssh")}
     assert {p["domain"] for p in by_name.values()} == {"big"}
-    assert h.endpoints("raypair") == {"tiny": [{"ip_addr": "127.0.0.1", "port": port}]}
+    assert h.endpoints("raypair") == {"tiny": [{"ip_addr": "127.0.0.3", "port": port}]}
     log = Path(by_name["big/0"]["log"]).read_text()
     assert "ops-ray-gate: 2 of 2 Ray nodes joined" in log  # counted by Ray itself before the server started
     assert log.index("ops-ray-gate: 2 of 2") < log.index("vllm stand-in: serve")

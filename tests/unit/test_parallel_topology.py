@@ -152,24 +152,27 @@ def test_pipeline_stages_across_hosts_run_through_ray(tmp_path: Path) -> None:
     assert list(server.engine_argv) == [
         "/venv/bin/vllm", "serve", "meta-llama/Llama-3.1-405B", "--host", "0.0.0.0", "--port", "8100",
         "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray"]
-    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in server.env  # a head on a real address
     assert endpoints_for(launch) == {"meta-llama/Llama-3.1-405B": [{"ip_addr": "10.0.0.1", "port": 8100}]}
 
 
-def test_a_ray_head_on_this_machines_loopback_stays_there(tmp_path: Path) -> None:
+def test_a_ray_cluster_on_this_machine_binds_the_nodes_loopback_address(tmp_path: Path) -> None:
+    """Ray turns 127.0.0.1 into the machine's outward address, so a loopback cluster binds another one."""
     nodes = NODES.replace("pair: {hosts: [10.0.0.1, 10.0.0.2], gpus: 8}", "pair: {hosts: [localhost, 127.0.0.2], "
-                          "gpus: 0}")
+                          "gpus: 0, bind: 127.0.0.3}")
     path = tmp_path / "big.yaml"
     path.write_text(nodes + "  big: {model: /m/tiny, node: pair, gpus_per_replica: 0, pipeline_parallel: 2, "
                     "port: 8100}\n")
     launch = plan(load_topology(path), state_dir="/state/big")
     head, server, worker = launch.processes
-    assert (head.host, head.bind_host, worker.host, worker.bind_host) == ("127.0.0.1", "127.0.0.1", "127.0.0.2",
-                                                                          "127.0.0.2")
-    assert head.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == server.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
-    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in worker.env  # a worker must believe in clusters to join
+    assert [(s.host, s.bind_host) for s in launch.processes] == [("127.0.0.3", "127.0.0.3"),
+                                                                 ("127.0.0.3", "127.0.0.3"),
+                                                                 ("127.0.0.2", "127.0.0.2")]
+    assert head.argv[4:6] == ("--node-ip-address", "127.0.0.3")
+    assert worker.argv[4:8] == ("--node-ip-address", "127.0.0.2", "--address", "127.0.0.3:6379")
+    assert server.argv[server.gate - 3] == "127.0.0.3:6379"  # the gate counts at the head
     assert (head.env["VLLM_CPU_OMP_THREADS_BIND"], server.env["VLLM_CPU_OMP_THREADS_BIND"],
             worker.env["VLLM_CPU_OMP_THREADS_BIND"]) == ("0", "0", "0")  # one rank per host, each host's core 0
+    assert endpoints_for(launch) == {"/m/tiny": [{"ip_addr": "127.0.0.3", "port": 8100}]}
 
 
 IMPOSSIBLE: list[tuple[str, str, list[str]]] = [
