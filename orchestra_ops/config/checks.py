@@ -84,6 +84,7 @@ SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 MANAGED_ENV: dict[str, str] = {
     "CUDA_VISIBLE_DEVICES": "gpus (placement sets it per replica)",
     "VLLM_CACHE_ROOT": "defaults.vllm_cache_root (one per replica)",
+    "TORCHINDUCTOR_CACHE_DIR": "defaults.vllm_cache_root (a model laid out over ranks compiles into its own)",
     "VLLM_CPU_OMP_THREADS_BIND": "cpus_per_replica (each CPU replica gets its own cores)",
 }
 

@@ -44,7 +44,7 @@ class Layout:
     pp: int
     dp: int
     hosts: int  # hosts of the node the model spans
-    ray: bool  # a TP×PP group spans hosts: Ray
+    ray: bool  # a TP×PP group through Ray: it spans hosts, or `ray:` asks for it on one host
     slots: tuple[Slot, ...]
 
     @property
@@ -94,8 +94,7 @@ def layout(topology: Topology, key: str) -> Layout:
     tp, pp, dp, mode = tensor_parallel(model), model.pipeline_parallel, model.replicas, model.data_parallel.mode
     group = devices_per_group(model)
     slots: list[Slot] = []
-    spans = hosts > 1 and mode == "replicas"
-    if spans:  # one TP×PP group across every host of the node, through Ray
+    if mode == "replicas" and (hosts > 1 or model.ray is not None):  # one TP×PP group over the hosts, via Ray
         per_host = pp // hosts
         settings = model.ray or RaySettings()
         for index in range(hosts):
@@ -164,8 +163,13 @@ def _model_shape(key: str, model: ModelSpec, node: Node) -> Iterator[Problem]:
         yield (*path, "gpus_per_replica"), (
             f"{model.gpus_per_replica} GPUs per replica, but tensor_parallel × pipeline_parallel = {tp} × {pp} = "
             f"{tp * pp} (leave gpus_per_replica out: it follows from them)")
-    if model.ray is not None and not (hosts > 1 and dp_mode == "replicas"):
-        yield (*path, "ray"), "applies only to a model whose pipeline stages span the hosts of its node"
+    if model.ray is not None and dp_mode != "replicas":
+        yield (*path, "ray"), ("a Ray cluster runs one TP×PP group (data_parallel mode replicas); vLLM's own data "
+                               "parallelism starts its ranks itself")
+    if model.ray is not None and hosts == 1 and dp > 1:
+        yield (*path, "replicas"), (
+            f"a model on Ray (ray: set) runs one TP×PP group (one Ray cluster); replicas: {dp} would need one "
+            "cluster each: declare a model per group")
     if model.data_parallel.expert_parallel and not model.data_parallel.in_vllm:
         yield (*path, "data_parallel", "expert_parallel"), (
             "expert parallelism needs vLLM's own data parallelism (the ranks step together): set "

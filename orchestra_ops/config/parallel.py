@@ -54,7 +54,8 @@ class DataParallel(Strict):
 
 
 class RaySettings(Strict):
-    """The ports of the Ray cluster of a model that spans hosts: all of them follow from `port`.
+    """The ports of the Ray cluster of a model that spans hosts (or, set on a one-host model, a one-node Ray
+    cluster for vLLM's Ray executor there): all of them follow from `port`.
 
     Head: GCS `port`, client server `port+1`. Ray node i (0 is the head): node manager, object manager,
     metrics export, dashboard agent (grpc, http), runtime env agent at `port+2+6i …`; its workers take

@@ -93,7 +93,7 @@ class ModelSpec(Strict):
     tensor_parallel: int | None = Field(None, ge=1)  # default: gpus_per_replica (on a CPU node: ranks of 1 core)
     pipeline_parallel: int = Field(1, ge=1)  # stages; across the hosts of a `hosts:` node through Ray
     data_parallel: DataParallel = Field(default_factory=DataParallel)
-    ray: RaySettings | None = None  # the Ray cluster's ports, for a model whose stages span hosts
+    ray: RaySettings | None = None  # its Ray cluster's ports (stages across hosts; on one host: use Ray there)
 
     @property
     def served_name(self) -> str:

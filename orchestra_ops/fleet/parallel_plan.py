@@ -29,6 +29,11 @@ from orchestra_ops.config.placement import machine_name
 from orchestra_ops.config.topology import ModelSpec, Topology
 from orchestra_ops.fleet.ray_gate import gate_argv
 
+# A one-node Ray cluster (a one-host model with `ray:`) stays on this host's loopback: Ray otherwise turns a
+# node address of 127.0.0.1 into the machine's outward address (services.resolve_ip_for_localhost) unless it
+# believes it cannot cluster, which a one-node cluster never needs to.
+ONE_NODE_RAY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
 HostsOf = Callable[[int], "tuple[str | None, str]"]  # host index -> (connect host, bind address)
 BaseArgv = Callable[[str, int], "list[str]"]  # (bind, port) -> `vllm serve MODEL --host … --port … …`
 
@@ -60,15 +65,15 @@ def rank_processes(topology: Topology, key: str, base_argv: BaseArgv, hosts_of: 
     """Every process of model `key`, in layout order."""
     model = topology.models[key]
     shape = layout(topology, key)
-    head_host = hosts_of(0)[0] or "localhost"
+    head_host = "127.0.0.1" if shape.ray and shape.hosts == 1 else (hosts_of(0)[0] or "localhost")
     domain = key if shape.lockstep else None
     out = []
     for slot in shape.slots:
         host, bind = hosts_of(slot.host_index)
         machine = machine_name(model.node, slot.host_index, shape.hosts)
-        env: dict[str, str] = {}
+        env = dict(ONE_NODE_RAY) if shape.ray and shape.hosts == 1 else {}
         if slot.role != "server":
-            argv = _ray_argv(topology, model, shape, slot, host or bind, head_host)
+            argv = _ray_argv(topology, model, shape, slot, head_host if shape.hosts == 1 else host or bind, head_host)
             out.append(RankProcess(slot, machine, host, bind, argv, env, (), domain))
             continue
         argv = base_argv(bind, slot.port) + _dp_flags(model, shape, slot, head_host)

@@ -202,6 +202,9 @@ def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placemen
         if slot.role == "server":
             cache = f"{topology.defaults.vllm_cache_root.rstrip('/')}/{topology.name}/{slot.name.replace('/', '-')}"
             env["VLLM_CACHE_ROOT"] = cache
+            # its ranks compile CPU kernels (torch inductor) into a cache of this server's own: a server killed
+            # mid-compile leaves a torn kernel there, never in the machine's shared /tmp/torchinductor_<user>
+            env["TORCHINDUCTOR_CACHE_DIR"] = f"{cache}/inductor"
             env.update(lora_env(model))
             env.update(model.env)
         specs.append(ProcessSpec(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import psutil
@@ -26,11 +25,11 @@ from orchestra_ops.core.procs import listeners
 from tests.devcluster import server_port_block
 from tests.helpers import REPO
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
+from tests.raystandin import RAY_VENV, standin
 
 cluster = cluster_fixture(slurm=False, sshd=True)
 __all__ = ["cluster", "harness"]
 
-RAY_VENV = REPO / ".venv-ray"
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.timeout(900),  # a hang guard: two Ray nodes and a vLLM import on a loaded 2-core box
@@ -38,36 +37,10 @@ pytestmark = [
                        reason="needs .venv-ray (make setup-ray: ray beside the CPU build of vLLM)"),
 ]
 
-STANDIN = """#!{python}
-# `vllm` for this test: vLLM's own parser checks its argv (the check runs under this shebang's Python);
-# serving is the sim's (the CPU build of vLLM cannot run the Ray executor).
-import os, sys
-args = sys.argv[1:]
-def value(flag):
-    return args[args.index(flag) + 1]
-assert args[0] == "serve", args
-name = value("--served-model-name") if "--served-model-name" in args else args[1]
-print("vllm stand-in:", " ".join(args), flush=True)
-os.execv({ops!r}, [{ops!r}, "-m", "orchestra_ops", "serve", "sim", "--host", value("--host"),
-                   "--port", value("--port"), "--model", name, "--latency-ms", "1"])
-"""
-
-
-def _standin(tmp: Path) -> Path:
-    """tmp/bin/vllm (the stand-in) and tmp/bin/ray (the real one): ops finds `ray` beside `vllm`."""
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir()
-    vllm = bin_dir / "vllm"
-    vllm.write_text(STANDIN.format(python=RAY_VENV / "bin" / "python", ops=sys.executable))
-    vllm.chmod(0o755)
-    (bin_dir / "ray").symlink_to(RAY_VENV / "bin" / "ray")
-    return vllm
-
-
 def test_ray_head_and_worker_on_two_loopback_hosts_serve_pp2_and_down_frees_everything(
         harness: ClusterHarness) -> None:
     h = harness
-    vllm = _standin(h.cwd)
+    vllm = standin(h.cwd)
     ssh = h.ssh_node()["ssh"]
     ray_port = server_port_block(2 + 6 * 2 + 8 * 2, ("127.0.0.3", "127.0.0.2"))
     port = server_port_block(1, ("127.0.0.3",))

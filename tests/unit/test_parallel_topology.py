@@ -40,7 +40,8 @@ def _errors(tmp_path: Path, models: str, nodes: str = NODES) -> list[str]:
 
 def _env(spec: object) -> dict[str, str]:
     env = dict(getattr(spec, "env"))
-    env.pop("VLLM_CACHE_ROOT")
+    cache = env.pop("VLLM_CACHE_ROOT")
+    assert env.pop("TORCHINDUCTOR_CACHE_DIR") == f"{cache}/inductor"  # its own kernel cache, never the shared one
     return env
 
 
@@ -271,7 +272,7 @@ def test_every_modes_golden_argv_is_accepted_by_vllms_own_parser(tmp_path: Path)
         external: {{model: org/MoE2, node: pair, replicas: 2, port: 8200, vllm_command: [{VLLM}],
                     data_parallel: {{mode: vllm-external, expert_parallel: true}}}}
         hybrid: {{model: org/MoE3, node: pair, replicas: 4, port: 8300, vllm_command: [{VLLM}],
-                  data_parallel: {{mode: vllm-hybrid, expert_parallel: true}}}}
+                  data_parallel: {{mode: vllm-hybrid, expert_parallel: true, rpc_port: 13400}}}}
         ray: {{model: org/Big, node: pair, tensor_parallel: 2, pipeline_parallel: 2, port: 8400,
                vllm_command: [{VLLM}], ray: {{port: 7000}}}}
         """)
