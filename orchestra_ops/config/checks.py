@@ -114,6 +114,11 @@ def _nodes_exist(topology: Topology) -> Iterator[Problem]:
         for key, item in items.items():
             if item.node not in topology.nodes:
                 yield (section, key, "node"), f"'{item.node}' is not a declared node (nodes: {known})"
+    for key, service in topology.services.items():
+        node = topology.nodes.get(service.node)
+        if node is not None and node.hosts:
+            yield ("services", key, "node"), (f"node '{service.node}' spans {len(node.hosts)} hosts; a service runs "
+                                              "on one host (a node with host:)")
 
 
 def _engines(topology: Topology) -> Iterator[Problem]:

@@ -248,6 +248,16 @@ def test_a_hosts_node_lists_each_machine_once(tmp_path: Path) -> None:
         "4: nodes.pair.hosts: this machine is listed twice (localhost, 127.0.0.1 and ::1 are one machine)"]
 
 
+def test_a_service_on_a_node_of_several_hosts_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text(NODES + "  a: {model: m, node: gpu8, port: 9000}\nservices:\n  r: {kind: retrieval, node: pair, "
+                    "port: 8765}\n")
+    with pytest.raises(TopologyError) as info:
+        load_topology(path)
+    assert [line.split("big.yaml:", 1)[1] for line in info.value.problems] == [
+        "9: services.r.node: node 'pair' spans 2 hosts; a service runs on one host (a node with host:)"]
+
+
 def test_flags_the_layout_sets_are_refused_in_engine_args(tmp_path: Path) -> None:
     assert _errors(tmp_path, "a: {model: m, node: gpu8, port: 9000, engine_args: [--data-parallel-size, '2']}\n") == [
         "7: models.a.engine_args.0: '--data-parallel-size' is set from the topology; use replicas with "
