@@ -184,7 +184,7 @@ def _hosts(topology: Topology, node_name: str, host_index: int = 0) -> tuple[str
     return node.host, node.bind or "0.0.0.0"
 
 
-def log_path(log_dir: str, name: str) -> str:
+def _log_path(log_dir: str, name: str) -> str:
     return f"{log_dir.rstrip('/')}/{name.replace('/', '-')}.log"
 
 
@@ -210,7 +210,7 @@ def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placemen
         specs.append(ProcessSpec(
             name=slot.name, group=key, kind="vllm" if slot.role == "server" else "ray", node=item.machine,
             host=item.host, bind_host=item.bind, port=slot.port, gpus=gpus, argv=tuple(item.argv), env=env,
-            log=log_path(log_dir, slot.name), served_model_name=model.served_name if slot.serves else None,
+            log=_log_path(log_dir, slot.name), served_model_name=model.served_name if slot.serves else None,
             ulimit_nofile=topology.defaults.ulimit_nofile,
             endpoint_key=model.served_name if slot.serves else f"{key} ({slot.role})",
             adapters=tuple(model.lora_modules) if slot.serves else (), role=slot.role, ranks=item.ranks,
@@ -234,7 +234,7 @@ def _model_process(topology: Topology, key: str, model: ModelSpec, index: int, g
     env.update(model.env)
     return ProcessSpec(
         name=name, group=key, kind=model.engine, node=model.node, host=host, bind_host=bind, port=port,
-        gpus=gpus, argv=tuple(argv), env=env, log=log_path(log_dir, name),
+        gpus=gpus, argv=tuple(argv), env=env, log=_log_path(log_dir, name),
         served_model_name=model.served_name, ulimit_nofile=topology.defaults.ulimit_nofile,
         endpoint_key=model.served_name, adapters=tuple(model.lora_modules),
     )
@@ -250,7 +250,7 @@ def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> lis
     if model.reasoning_parser:
         argv += ["--reasoning-parser", model.reasoning_parser]
     if model.gpu_memory_utilization is not None:
-        argv += ["--gpu-memory-utilization", num(model.gpu_memory_utilization)]
+        argv += ["--gpu-memory-utilization", _num(model.gpu_memory_utilization)]
     if model.max_model_len is not None:
         argv += ["--max-model-len", str(model.max_model_len)]
     tp = model.tensor_parallel or model.gpus_per_replica
@@ -279,17 +279,17 @@ def sim_argv(topology: Topology, model: ModelSpec, bind: str, port: int, index: 
             "--model", model.served_name]
     if model.max_model_len is not None:
         argv += ["--max-model-len", str(model.max_model_len)]
-    argv += ["--latency-ms", num(sim.latency_ms),
-             "--prefill-ms-per-token", num(sim.prefill_ms_per_token),
-             "--decode-ms-per-token", num(sim.decode_ms_per_token),
-             "--jitter", num(sim.jitter),
-             "--startup-delay-s", num(sim.startup_delay_s)]
+    argv += ["--latency-ms", _num(sim.latency_ms),
+             "--prefill-ms-per-token", _num(sim.prefill_ms_per_token),
+             "--decode-ms-per-token", _num(sim.decode_ms_per_token),
+             "--jitter", _num(sim.jitter),
+             "--startup-delay-s", _num(sim.startup_delay_s)]
     if sim.fail:
         argv += ["--fail", sim.fail.replace(" ", "")]
     if sim.malformed_rate:
-        argv += ["--malformed-rate", num(sim.malformed_rate)]
+        argv += ["--malformed-rate", _num(sim.malformed_rate)]
     if sim.hang_rate:
-        argv += ["--hang-rate", num(sim.hang_rate)]
+        argv += ["--hang-rate", _num(sim.hang_rate)]
     if sim.crash_after is not None:
         argv += ["--crash-after", str(sim.crash_after)]
     argv += lora_argv(model, repeat_modules_flag=True)
@@ -303,7 +303,7 @@ def retrieval_argv(topology: Topology, service: RetrievalService, bind: str, ind
             "--host", bind, "--port", str(service.port),
             "--device", "cpu" if service.gpu is None else "cuda",
             "--max-batch-size", str(service.max_batch_size),
-            "--max-wait-ms", num(service.max_wait_ms),
+            "--max-wait-ms", _num(service.max_wait_ms),
             "--max-queue", str(service.max_queue),
             "--batching", "on" if service.batching else "off"]
     if service.encoder:
@@ -320,11 +320,11 @@ def _retrieval_process(topology: Topology, key: str, service: RetrievalService, 
     return ProcessSpec(
         name=key, group=key, kind="retrieval", node=service.node, host=host, bind_host=bind,
         port=service.port, gpus=gpus, argv=tuple(retrieval_argv(topology, service, bind, index_dir)), env=env,
-        log=log_path(log_dir, key), served_model_name=None,
+        log=_log_path(log_dir, key), served_model_name=None,
         ulimit_nofile=topology.defaults.ulimit_nofile, endpoint_key=key,
     )
 
 
-def num(value: float) -> str:
+def _num(value: float) -> str:
     """Numbers as a person writes them: 0.85, 5, 0.5 (no 5.0)."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
