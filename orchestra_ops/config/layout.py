@@ -56,10 +56,6 @@ class Layout:
         """Its processes step together (one failure domain): DP ranks of vLLM, or a Ray TP×PP group."""
         return self.ray or (self.mode in ("vllm-hybrid", "vllm-external") and self.dp > 1)
 
-    @property
-    def world(self) -> int:
-        return self.dp * self.tp * self.pp
-
 
 def host_count(node: Node) -> int:
     if node.hosts:
@@ -205,15 +201,6 @@ def _model_shape(key: str, model: ModelSpec, node: Node) -> Iterator[Problem]:
         yield (*path, "replicas"), (
             f"{dp} data-parallel ranks cannot be split evenly over the {hosts} hosts of {where}: use a multiple "
             f"of {hosts}")
-
-
-def world_problem(topology: Topology, key: str, free: int, total: int) -> str:
-    """The message for a layout that needs more devices on a host than it has free."""
-    model = topology.models[key]
-    tp, pp, dp = tensor_parallel(model), model.pipeline_parallel, model.replicas
-    per_host = max((s.devices for s in layout(topology, key).slots), default=0)
-    return (f"{dp} ranks × TP {tp} × PP {pp} need {per_host} GPUs per host of node '{model.node}', which has "
-            f"{total} GPUs ({free} free)")
 
 
 def planned_ports(topology: Topology, key: str) -> list[tuple[tuple[Any, ...], int, int, str]]:

@@ -89,7 +89,6 @@ def rank_processes(topology: Topology, key: str, base_argv: BaseArgv, hosts_of: 
     return out
 
 
-
 def _ray_of(topology: Topology, model: ModelSpec) -> str:
     node = topology.nodes[model.node]
     return ray_command(model.vllm_command or node.vllm_command or topology.defaults.vllm_command)
