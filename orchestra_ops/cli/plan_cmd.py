@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import describe_part, echo_json, print_table, stderr_console
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.argv_check_nodes import check_file
 from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
@@ -70,18 +70,4 @@ def _devices(spec: ProcessSpec) -> str:
 
 def part(spec: ProcessSpec) -> str:
     """What part of its model a process runs: `DP ranks 0-3`, `stages 0-1`, `Ray head`."""
-    if spec.role == "ray-head":
-        words = ["Ray head"]
-    elif spec.role == "ray-worker":
-        words = ["Ray worker"]
-    else:
-        words = []
-    if spec.ranks:
-        words.append(f"DP rank {spec.ranks[0]}" if len(spec.ranks) == 1 else
-                     f"DP ranks {spec.ranks[0]}-{spec.ranks[-1]}")
-    if spec.stages:
-        words.append(f"stage {spec.stages[0]}" if len(spec.stages) == 1 else
-                     f"stages {spec.stages[0]}-{spec.stages[-1]}")
-    if spec.domain:
-        words.append(f"steps with {spec.domain}")
-    return ", ".join(words) or "-"
+    return describe_part(spec.role, spec.ranks, spec.stages, spec.domain)
