@@ -178,10 +178,10 @@ def _model_shape(key: str, model: ModelSpec, node: Node) -> Iterator[Problem]:
                 f"vllm-hybrid runs one API server per host, and {where} is one host; use vllm-internal "
                 "(one server, one endpoint) or vllm-external (one server per rank)")
         return
-    if node.slurm is not None:
-        yield (*path, "node"), (
-            f"{where} is a slurm allocation of {hosts} nodes: this version starts a model across hosts on a "
-            "`hosts:` node (local or ssh) only; run it on one slurm node, or list the allocated hosts")
+    if node.slurm is not None and dp_mode != "replicas":
+        yield (*path, "data_parallel", "mode"), (
+            f"{where} is a slurm allocation of {hosts} nodes: vLLM's own data parallelism across a job's nodes is "
+            "not planned in this version (stages across them through Ray are); use a `hosts:` node")
         return
     if dp_mode == "replicas":
         if dp > 1:

@@ -27,7 +27,7 @@ from orchestra_ops.config.parallel import VLLM_DP_RPC_PORT as DEFAULT_RPC_PORT
 from orchestra_ops.config.parallel import RaySettings, ray_ports
 from orchestra_ops.config.placement import machine_name
 from orchestra_ops.config.topology import ModelSpec, Topology
-from orchestra_ops.fleet.ray_gate import gate_argv
+from orchestra_ops.fleet.ray_gate import JOB_HEAD, gate_argv
 
 # A one-node Ray cluster (a one-host model with `ray:`) stays on this host's loopback: Ray otherwise turns a
 # node address of 127.0.0.1 into the machine's outward address (services.resolve_ip_for_localhost) unless it
@@ -65,15 +65,22 @@ def rank_processes(topology: Topology, key: str, base_argv: BaseArgv, hosts_of: 
     """Every process of model `key`, in layout order."""
     model = topology.models[key]
     shape = layout(topology, key)
-    head_host = "127.0.0.1" if shape.ray and shape.hosts == 1 else (hosts_of(0)[0] or "localhost")
+    in_job = topology.nodes[model.node].slurm is not None and shape.hosts > 1  # one sbatch job over N nodes
+    if shape.ray and shape.hosts == 1:
+        head_host = "127.0.0.1"
+    elif in_job:
+        head_host = JOB_HEAD  # the job's first node, known when it runs (backends/sbatch.py)
+    else:
+        head_host = hosts_of(0)[0] or "localhost"
     domain = key if shape.lockstep else None
     out = []
     for slot in shape.slots:
         host, bind = hosts_of(slot.host_index)
-        machine = machine_name(model.node, slot.host_index, shape.hosts)
+        machine = model.node if in_job else machine_name(model.node, slot.host_index, shape.hosts)
         env = dict(ONE_NODE_RAY) if shape.ray and shape.hosts == 1 else {}
         if slot.role != "server":
-            argv = _ray_argv(topology, model, shape, slot, head_host if shape.hosts == 1 else host or bind, head_host)
+            address = head_host if shape.hosts == 1 else None if in_job else host or bind  # in a job: Ray's own
+            argv = _ray_argv(topology, model, shape, slot, address, head_host)
             out.append(RankProcess(slot, machine, host, bind, argv, env, (), domain))
             continue
         argv = base_argv(bind, slot.port) + _dp_flags(model, shape, slot, head_host)
@@ -114,12 +121,15 @@ def _dp_flags(model: ModelSpec, shape: Layout, slot: Slot, head: str) -> list[st
     return flags
 
 
-def _ray_argv(topology: Topology, model: ModelSpec, shape: Layout, slot: Slot, address: str,
+def _ray_argv(topology: Topology, model: ModelSpec, shape: Layout, slot: Slot, address: str | None,
               head: str) -> list[str]:
-    """`ray start --block …` for one Ray node: every port it listens on set, no dashboard, no usage stats."""
+    """`ray start --block …` for one Ray node: every port it listens on set, no dashboard, no usage stats;
+    its address given (None: Ray finds the node's own, as on the nodes of a slurm job)."""
     settings = model.ray or RaySettings()
     ports = ray_ports(settings, slot.host_index, shape.hosts)
-    argv = [_ray_of(topology, model), "start", "--block", "--disable-usage-stats", "--node-ip-address", address]
+    argv = [_ray_of(topology, model), "start", "--block", "--disable-usage-stats"]
+    if address is not None:
+        argv += ["--node-ip-address", address]
     if ports.gcs is not None:
         argv += ["--head", "--port", str(ports.gcs), "--ray-client-server-port", str(ports.client_server),
                  "--include-dashboard", "false"]

@@ -49,6 +49,7 @@ class ProcessSpec:
     stages: tuple[int, ...] = ()  # the pipeline stages on its host (PP > 1), else ()
     domain: str | None = None  # its failure domain (the model key) when its processes step together
     gate: int = 0  # argv words before the engine's own command (the Ray gate that waits for every node)
+    host_index: int = 0  # which host of a slurm allocation of several nodes it runs on (0: the batch host)
 
     @property
     def serves(self) -> bool:
@@ -57,7 +58,8 @@ class ProcessSpec:
 
     def layout_fields(self) -> dict[str, Any]:
         """What its ProcessRecord keeps of its part in a bigger model (state.json; `ops health` shows it)."""
-        return {"role": self.role, "ranks": list(self.ranks), "stages": list(self.stages), "domain": self.domain}
+        return {"role": self.role, "ranks": list(self.ranks), "stages": list(self.stages), "domain": self.domain,
+                "host_index": self.host_index}
 
     @property
     def engine_argv(self) -> tuple[str, ...]:
@@ -214,7 +216,8 @@ def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placemen
             ulimit_nofile=topology.defaults.ulimit_nofile,
             endpoint_key=model.served_name if slot.serves else f"{key} ({slot.role})",
             adapters=tuple(model.lora_modules) if slot.serves else (), role=slot.role, ranks=item.ranks,
-            stages=slot.stages if model.pipeline_parallel > 1 else (), domain=item.domain, gate=item.gate))
+            stages=slot.stages if model.pipeline_parallel > 1 else (), domain=item.domain, gate=item.gate,
+            host_index=slot.host_index if item.machine == model.node else 0))
     return specs
 
 

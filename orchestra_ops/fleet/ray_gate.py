@@ -15,6 +15,7 @@ with the count it saw, so readiness fails with that line instead of waiting fore
 from __future__ import annotations
 
 GATE_NAME = "ops-ray-gate"
+JOB_HEAD = "@OPS_JOB_HEAD@"  # in an argv word: the first node of the slurm job it runs in (backends/sbatch.py)
 
 COUNT = r'''
 import sys, time

@@ -52,3 +52,18 @@ def test_a_tasks_calls_carry_one_rank_and_calls_outside_a_task_none() -> None:
     ranks = {rank_for(f"task-{i}", 4) for i in range(64)}
     assert ranks == {0, 1, 2, 3}  # a stable hash spreads tasks over every rank
     assert [rank_for("task-3", 4)] * 3 == [rank_for("task-3", 4) for _ in range(3)]
+
+
+def test_a_job_of_several_nodes_gives_each_process_its_own_host() -> None:
+    from dataclasses import replace
+
+    from orchestra_ops.fleet.state import NodeRecord
+
+    state = FleetState(name="t", topology_file="t.yaml", status="up", started_at=0.0, cwd="/",
+                       nodes=[NodeRecord(name="alloc", backend="slurm", host=None)],
+                       processes=[replace(_record("big/ray0", "big", "ray-head"), node="alloc", host=None),
+                                  replace(_record("big/0", "big"), node="alloc", host=None),
+                                  replace(_record("big/ray1", "big", "ray-worker"), node="alloc", host=None,
+                                          host_index=1)])
+    known = state.with_node(NodeRecord(name="alloc", backend="slurm", host="n1", handle={"hosts": ["n1", "n2"]}))
+    assert [(p.name, p.host) for p in known.processes] == [("big/ray0", "n1"), ("big/0", "n1"), ("big/ray1", "n2")]

@@ -227,10 +227,11 @@ IMPOSSIBLE: list[tuple[str, str, list[str]]] = [
      "a: {model: m, node: pair, pipeline_parallel: 2, port: 9500}\n"
      "b: {model: m2, node: pair, pipeline_parallel: 2, port: 9600}\n",
      ["8: models.b.ray.port: port 6379 on host 10.0.0.1 is also used by models.a (Ray node a/ray0)"]),
-    ("a slurm allocation of several nodes",
-     "a: {model: m, node: alloc, pipeline_parallel: 2, port: 9000}\n",
-     ["8: models.a.node: node 'alloc' (2 hosts) is a slurm allocation of 2 nodes: this version starts a model across "
-      "hosts on a `hosts:` node (local or ssh) only; run it on one slurm node, or list the allocated hosts"]),
+    ("vLLM's DP across the nodes of a slurm job",
+     "a: {model: m, node: alloc, replicas: 2, port: 9000, data_parallel: {mode: vllm-external}}\n",
+     ["8: models.a.data_parallel.mode: node 'alloc' (2 hosts) is a slurm allocation of 2 nodes: vLLM's own data "
+      "parallelism across a job's nodes is not planned in this version (stages across them through Ray are); use a "
+      "`hosts:` node"]),
 ]
 
 
@@ -293,3 +294,40 @@ def test_every_modes_golden_argv_is_accepted_by_vllms_own_parser(tmp_path: Path)
         "tp": (True, None), "internal": (True, None), "external": (True, None), "hybrid": (True, None),
         "ray": (True, None)}
     assert {c.version for c in checks} == {"0.32.0+cpu"}
+
+
+def test_stages_across_the_nodes_of_one_slurm_job_run_through_ray_in_that_job(tmp_path: Path) -> None:
+    """One sbatch job of 2 nodes: Ray's head and the server on the batch host, the worker on the second node
+    through srun; the head's address is the job's first node, filled in when the job runs."""
+    import subprocess
+
+    from orchestra_ops.fleet.backends.sbatch import Replica, SbatchJob, parse_hosts, render_sbatch
+
+    nodes = NODES.replace("models:\n", "  alloc: {slurm: {gpus: 4, nodes: 2}}\nmodels:\n")
+    path = tmp_path / "big.yaml"
+    path.write_text(nodes + "  big: {model: org/Big, node: alloc, tensor_parallel: 4, pipeline_parallel: 2, "
+                    "port: 8100, ray: {port: 7000, worker_ports: 8}}\n")
+    topology = load_topology(path)
+    launch = plan(topology, state_dir="/state/big")
+    assert [(s.name, s.node, s.host, s.host_index, s.gpus) for s in launch.processes] == [
+        ("big/ray0", "alloc", None, 0, (0, 1, 2, 3)), ("big/0", "alloc", None, 0, (0, 1, 2, 3)),
+        ("big/ray1", "alloc", None, 1, (0, 1, 2, 3))]
+    head, server, worker = launch.processes
+    assert "--node-ip-address" not in head.argv  # Ray finds each node's own address in the job
+    assert worker.argv[4:6] == ("--address", "@OPS_JOB_HEAD@:7000")
+    assert server.argv[server.gate - 3] == "@OPS_JOB_HEAD@:7000"
+    job = SbatchJob(topology="big", node="alloc", settings=topology.nodes["alloc"].slurm, nofile=4096,  # type: ignore[arg-type]
+                    job_log="/l/alloc.slurm.log", workdir="/w",
+                    replicas=tuple(Replica(s.name, f"/l/{s.name.replace('/', '-')}.log", s.gpus, dict(s.env),
+                                           list(s.argv), None, s.host_index) for s in launch.processes))
+    script = render_sbatch(job)
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks=2" in script
+    assert 'echo "ops-job: hosts ${ops_hosts[*]}"' in script
+    starts = [line for line in script.splitlines() if line.startswith(("ops_start ", "ops_start_on "))]
+    assert [line.split()[:2] for line in starts] == [["ops_start", "big/ray0"], ["ops_start", "big/0"],
+                                                    ["ops_start_on", "1"]]
+    assert starts[2].split()[2] == "big/ray1" and "--address ${ops_head}:7000" in starts[2]
+    assert "' ops-ray-gate ray 2 ${ops_head}:7000 900 -- vllm serve org/Big " in script  # the gate counts at the head
+    checked = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    assert parse_hosts("ops-job: hosts n1 n2") == ["n1", "n2"] and parse_hosts("ops-job: started x") is None
