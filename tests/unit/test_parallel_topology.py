@@ -39,7 +39,7 @@ def _errors(tmp_path: Path, models: str, nodes: str = NODES) -> list[str]:
 
 
 def _env(spec: object) -> dict[str, str]:
-    env = dict(getattr(spec, "env"))
+    env = dict(spec.env)
     cache = env.pop("VLLM_CACHE_ROOT")
     assert env.pop("TORCHINDUCTOR_CACHE_DIR") == f"{cache}/inductor"  # its own kernel cache, never the shared one
     return env
