@@ -51,6 +51,7 @@ class RankProcess:
     ranks: tuple[int, ...]  # DP ranks when vLLM runs several (internal/hybrid/external), else ()
     domain: str | None  # the model key when its processes step together
     gate: int = 0
+    ports: tuple[int, ...] = ()  # every port it listens on besides its slot's (a Ray node's block)
 
 
 def ray_command(vllm_command: Sequence[str]) -> str:
@@ -81,7 +82,8 @@ def rank_processes(topology: Topology, key: str, base_argv: BaseArgv, hosts_of: 
         if slot.role != "server":
             address = head_host if shape.hosts == 1 else None if in_job else host or bind  # in a job: Ray's own
             argv = _ray_argv(topology, model, shape, slot, address, head_host)
-            out.append(RankProcess(slot, machine, host, bind, argv, env, (), domain))
+            ports = tuple(ray_ports(model.ray or RaySettings(), slot.host_index, shape.hosts).all())
+            out.append(RankProcess(slot, machine, host, bind, argv, env, (), domain, ports=ports))
             continue
         argv = base_argv(bind, slot.port) + _dp_flags(model, shape, slot, head_host)
         gate = 0

@@ -50,6 +50,7 @@ class ProcessSpec:
     domain: str | None = None  # its failure domain (the model key) when its processes step together
     gate: int = 0  # argv words before the engine's own command (the Ray gate that waits for every node)
     host_index: int = 0  # which host of a slurm allocation of several nodes it runs on (0: the batch host)
+    more_ports: tuple[int, ...] = ()  # every other port it listens on (a Ray node's): checked free before and after
 
     @property
     def serves(self) -> bool:
@@ -59,7 +60,7 @@ class ProcessSpec:
     def layout_fields(self) -> dict[str, Any]:
         """What its ProcessRecord keeps of its part in a bigger model (state.json; `ops health` shows it)."""
         return {"role": self.role, "ranks": list(self.ranks), "stages": list(self.stages), "domain": self.domain,
-                "host_index": self.host_index}
+                "host_index": self.host_index, "more_ports": list(self.more_ports)}
 
     @property
     def engine_argv(self) -> tuple[str, ...]:
@@ -217,7 +218,8 @@ def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placemen
             endpoint_key=model.served_name if slot.serves else f"{key} ({slot.role})",
             adapters=tuple(model.lora_modules) if slot.serves else (), role=slot.role, ranks=item.ranks,
             stages=slot.stages if model.pipeline_parallel > 1 else (), domain=item.domain, gate=item.gate,
-            host_index=slot.host_index if item.machine == model.node else 0))
+            host_index=slot.host_index if item.machine == model.node else 0,
+            more_ports=tuple(p for p in item.ports if p != slot.port)))
     return specs
 
 

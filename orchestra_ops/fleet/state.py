@@ -76,6 +76,11 @@ class ProcessRecord:
     stages: list[int] = field(default_factory=list)  # pipeline stages on its host (PP > 1)
     domain: str | None = None  # failure domain (its model) when its model's processes step together
     host_index: int = 0  # which host of its slurm job's allocation (the node's handle lists them), 0: the first
+    more_ports: list[int] = field(default_factory=list)  # its other ports (a Ray node's): `ops down` checks them too
+
+    @property
+    def all_ports(self) -> list[int]:
+        return [self.port, *self.more_ports]
 
     @property
     def serves(self) -> bool:

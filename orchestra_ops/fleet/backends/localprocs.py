@@ -55,11 +55,13 @@ def missing_executable(argv: Sequence[str], env_path: str | None = None) -> str 
 def check_here(group: NodeGroup) -> list[str]:
     """Ports already taken and commands not found, for processes about to start on this machine."""
     problems = []
-    held = procs.listeners(spec.port for spec in group.specs)
+    held = procs.listeners(port for spec in group.specs for port in (spec.port, *spec.more_ports))
     for spec in group.specs:
-        holder = held.get(spec.port) or procs.port_holder(spec.bind_host, spec.port, known=held)
-        if holder is not None:
-            problems.append(f"{spec.name}: {holder.describe()}")
+        for port in (spec.port, *spec.more_ports):
+            holder = held.get(port) or procs.port_holder(spec.bind_host, port, known=held)
+            if holder is not None:
+                problems.append(f"{spec.name}: {holder.describe()}")
+                break
         path = spec.env.get("PATH", os.environ.get("PATH"))
         missing = missing_executable(resolve_argv(spec.argv), path)
         if missing is None and spec.gate:  # the engine behind the Ray gate (its `ray` is checked by the gate)
@@ -186,7 +188,7 @@ def stop_records(records: Sequence[ProcessRecord], timeout: float) -> StopReport
     report.leftovers = [_describe(p) for p in procs.live(everything)]
     for record in records:
         report.leftovers += [_describe(p) for p in _snapshot(record) if _describe(p) not in report.leftovers]
-    holders = procs.listeners(r.port for r in records)
+    holders = procs.listeners(port for r in records for port in r.all_ports)
     report.ports_listening = [holder.describe() for holder in holders.values()]
     return report
 

@@ -210,10 +210,10 @@ class SlurmBackend(LocalLogs):
             (report.killed if killed else report.terminated).extend(names)
         if info.active:
             report.jobs_left.append(f"node {node.name}: {info.describe()} is still there")
-        for record in records:  # on a job of several nodes each process's own host
+        for record in records:  # on a job of several nodes each process's own host; a Ray node's every port
             host = record.host or node.host or info.nodes
-            if host and _answers(host, record.port):
-                report.ports_listening.append(f"port {record.port} on {host} still answers")
+            report.ports_listening += [f"port {port} on {host} still answers" for port in record.all_ports
+                                       if host and _answers(host, port)]
         return report
 
     def _wait_gone(self, job_id: str, timeout: float) -> JobInfo:

@@ -72,7 +72,7 @@ class SshBackend:
             answer = self.agent(node, "check", {
                 "commands": sorted({word for spec in group.specs for word in (spec.argv[0], spec.engine_argv[0])}
                                    | {"tmux"}),
-                "ports": [[spec.bind_host, spec.port] for spec in group.specs],
+                "ports": [[spec.bind_host, port] for spec in group.specs for port in (spec.port, *spec.more_ports)],
                 "socket": node.handle["socket"], "session": node.handle["session"]})
         except SshError as exc:
             return [str(exc)]
@@ -158,7 +158,8 @@ class SshBackend:
         payload = {"procs": [{"name": r.name, "pid": r.pid, "start_ticks": r.handle.get("start_ticks")}
                              for r in records if r.pid is not None],
                    "socket": node.handle.get("socket"), "session": node.handle.get("session"),
-                   "ports": [[r.handle.get("bind", "0.0.0.0"), r.port] for r in records], "timeout": timeout}
+                   "ports": [[r.handle.get("bind", "0.0.0.0"), port] for r in records for port in r.all_ports],
+                   "timeout": timeout}
         try:
             answer = self.agent(node, "stop", payload, timeout=timeout * 2 + 60)
         except SshError as exc:
