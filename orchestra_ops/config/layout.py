@@ -79,7 +79,7 @@ def devices_per_group(model: ModelSpec) -> int:
 def uses_new_layout(model: ModelSpec) -> bool:
     """Anything beyond today's one server per replica with TP = gpus_per_replica."""
     return (model.tensor_parallel is not None or model.pipeline_parallel > 1 or model.data_parallel.in_vllm
-            or model.data_parallel.expert_parallel)
+            or model.data_parallel.expert_parallel or model.ray is not None)
 
 
 def layout(topology: Topology, key: str) -> Layout:

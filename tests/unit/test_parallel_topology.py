@@ -331,3 +331,14 @@ def test_stages_across_the_nodes_of_one_slurm_job_run_through_ray_in_that_job(tm
     checked = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, check=False)
     assert checked.returncode == 0, checked.stderr
     assert parse_hosts("ops-job: hosts n1 n2") == ["n1", "n2"] and parse_hosts("ops-job: started x") is None
+
+
+def test_ray_on_a_one_host_model_is_a_one_node_cluster_kept_on_loopback(tmp_path: Path) -> None:
+    launch = _plan(tmp_path, "r: {model: /m, node: gpu8, tensor_parallel: 4, port: 9000, ray: {port: 7000}}\n")
+    head, server = launch.processes
+    assert (head.name, head.role, head.gpus, server.name, server.gpus) == ("r/ray0", "ray-head", (0, 1, 2, 3), "r/0",
+                                                                          (0, 1, 2, 3))
+    assert head.argv[4:6] == ("--node-ip-address", "127.0.0.1")
+    assert server.argv[server.gate - 4:server.gate - 1] == ("1", "127.0.0.1:7000", "900")
+    assert head.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == server.env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+    assert server.engine_argv[-2:] == ("--distributed-executor-backend", "ray")
