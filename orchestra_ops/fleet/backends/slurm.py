@@ -85,7 +85,8 @@ class SlurmBackend(LocalLogs):
             offset = open_log(log_file, spec.reproduce)
             argv = resolve_argv(spec.argv)  # `ops` is this installation: the nodes share this filesystem
             check = check_argv(argv[spec.gate:]) if spec.kind == "vllm" and spec.group not in checked else None
-            checked.add(spec.group)
+            if spec.kind == "vllm":  # (a Ray node of the model comes first: its server is what vLLM checks)
+                checked.add(spec.group)
             replicas.append(Replica(spec.name, str(log_file), spec.gpus, dict(spec.env), argv, check, spec.host_index))
             records.append(ProcessRecord(
                 name=spec.name, group=spec.group, kind=spec.kind, node=group.name, backend=self.name, host=None,
