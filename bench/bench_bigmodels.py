@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench.tables import table
 from bench.vllm_fleet import down, missing, up, write_topology
 
@@ -38,8 +40,14 @@ def _load() -> str:
 
 
 def _topology(directory: Path, name: str, shape: dict[str, Any]) -> Path:
-    """The tiny model's topology (one core per rank: cpus_per_replica 1) in this mode's shape."""
-    return write_topology(directory, name, shape["replicas"], **{k: v for k, v in shape.items() if k != "replicas"})
+    """The tiny model's topology (one core per rank: cpus_per_replica 1) in this mode's shape; no LoRA in any
+    mode (the same engine flags everywhere, so the modes differ only in their shape)."""
+    path = write_topology(directory, name, shape["replicas"], **{k: v for k, v in shape.items() if k != "replicas"})
+    doc = yaml.safe_load(path.read_text())
+    for key in ("runtime_lora", "max_lora_rank"):
+        doc["models"]["tiny"].pop(key, None)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 async def _load_test(directory: Path, name: str) -> tuple[float, float, int]:
