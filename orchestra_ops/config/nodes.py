@@ -171,7 +171,9 @@ class Node(Strict):
         """A `hosts:` node as one node per host (its settings, one host each); any other node as itself."""
         if not self.hosts:
             return [self]
-        return [self.model_copy(update={"hosts": None, "host": host}) for host in self.hosts]
+        return [self.model_copy(update={"hosts": None, "host": host,
+                                        "bind": self.bind if host in LOCAL_HOSTS else None})  # see above
+                for host in self.hosts]
 
     def backend(self, this_machine: str) -> Backend:
         """slurm, ssh, or `this_machine` (local or tmux) for a node on this machine."""
