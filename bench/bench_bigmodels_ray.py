@@ -31,8 +31,7 @@ def _topology(directory: Path, name: str, vllm: Path, ray: bool) -> Path:
                              "engine_args": ["--dtype", "float32", "--enforce-eager"]}
     if ray:
         model["ray"] = {"port": free_port_block(2 + 6 + 8), "worker_ports": 8}
-    doc = {"name": name, "defaults": {"ready_timeout_s": 600, "ops_command": [str(REPO / ".venv" / "bin" / "python"),
-                                                                             "-m", "orchestra_ops"]},
+    doc = {"name": name, "defaults": {"ready_timeout_s": 600},
            "nodes": {"cpu": {"host": "localhost", "gpus": 0, "vllm_command": [str(vllm)]}},
            "models": {"m": model}}
     path = directory / f"{name}.yaml"
