@@ -151,7 +151,7 @@ def run_here(cwd: Path) -> Runner:
     vLLM accepted before is not asked again (argv_check_cache.py)."""
 
     def run(item: CheckRun) -> tuple[int, str, str]:
-        key = argv_check_cache.cache_key(item.spec.argv, item.spec.env, cwd)
+        key = argv_check_cache.cache_key(item.spec.engine_argv, item.spec.env, cwd)  # what vLLM checks
         version = argv_check_cache.accepted(key) if key else None
         if version is not None:
             return 0, MARKER + json.dumps({"ok": True, "version": version, "error": None, "cached": True}), ""
