@@ -2,8 +2,9 @@
 then the server (`vllm serve --distributed-executor-backend ray`, the sim standing in: see tests/raystandin.py),
 and `ops down` (scancel) leaving no Ray process and no port behind.
 
-The dev cluster has one slurm node, so the job's Ray cluster is one node (a one-host model with `ray:`); a
-job of several nodes (`slurm: {nodes: N}`) is refused with a located error in this version.
+The dev cluster has one slurm node, so the job's Ray cluster is one node (a one-host model with `ray:`). A
+job of several nodes (`slurm: {nodes: N}`: workers started with srun on the other nodes) is planned and its
+script rendered and syntax-checked in tests/unit/test_parallel_topology.py; it cannot run on one node.
 """
 
 from __future__ import annotations
