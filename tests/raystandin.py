@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.helpers import REPO
 
 RAY_VENV = REPO / ".venv-ray"
+VLLM_VENV = REPO / ".venv-vllm"
 
 STANDIN = """#!{python}
 # `vllm` for this test: vLLM's own parser checks its argv (the check runs under this shebang's Python);
@@ -30,12 +31,15 @@ os.execv({ops!r}, [{ops!r}, "-m", "orchestra_ops", "serve", "sim", "--host", val
 """
 
 
-def standin(tmp: Path) -> Path:
-    """tmp/bin/vllm (the stand-in) and tmp/bin/ray (the real one): ops finds `ray` beside `vllm`."""
+def standin(tmp: Path, *, ray: bool = True) -> Path:
+    """tmp/bin/vllm (the stand-in) and tmp/bin/ray (the real one): ops finds `ray` beside `vllm`. Without
+    `ray`, the stand-in's Python is .venv-vllm's (vLLM's parser, no Ray needed)."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     vllm = bin_dir / "vllm"
-    vllm.write_text(STANDIN.format(python=RAY_VENV / "bin" / "python", ops=sys.executable))
+    python = RAY_VENV / "bin" / "python" if ray else VLLM_VENV / "bin" / "python"
+    vllm.write_text(STANDIN.format(python=python, ops=sys.executable))
     vllm.chmod(0o755)
-    (bin_dir / "ray").symlink_to(RAY_VENV / "bin" / "ray")
+    if ray:
+        (bin_dir / "ray").symlink_to(RAY_VENV / "bin" / "ray")
     return vllm

@@ -43,7 +43,7 @@ class Survey:
     """A fleet that is up, process by process, as its backends and its ports show it now."""
 
     alive: list[str]  # running (or waiting in a slurm queue, or on a node we cannot reach to tell)
-    dead: list[str]  # our process is gone and nothing serves on its port
+    dead: list[str]  # our process is gone and nothing serves on its port, and every process of its group
     external: list[str]  # our process is gone but its port serves the model: not ours, left alone
 
 
@@ -77,7 +77,7 @@ def survey(state: FleetState, backends: Backends) -> Survey:
     external = [p.name for p in probes if p.state is State.EXTERNAL]
     dead = with_failure_domains(state, [r.name for r in gone if r.name not in external])
     order = [r.name for r in state.processes]
-    return Survey(alive=sorted((n for n in alive if n not in dead), key=order.index), dead=dead, external=external)
+    return Survey(alive=sorted(alive, key=order.index), dead=dead, external=external)
 
 
 def with_failure_domains(state: FleetState, names: Sequence[str]) -> list[str]:

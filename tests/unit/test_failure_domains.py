@@ -3,6 +3,8 @@ member is not serving, and repair restarts the whole group."""
 
 from __future__ import annotations
 
+import contextvars
+
 from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.dp_ranks import RANK_HEADER, rank_for, rank_headers
 from orchestra_ops.fleet.probes import Probe, State
@@ -42,13 +44,13 @@ def test_a_member_down_takes_the_groups_servers_out_of_health() -> None:
 
 
 def test_a_tasks_calls_carry_one_rank_and_calls_outside_a_task_none() -> None:
-    assert rank_headers(4) == {}  # no task: vLLM balances
+    def in_task(task: str | None) -> dict[str, str]:
+        current_task.set(task)
+        return rank_headers(4)
+
+    assert contextvars.Context().run(in_task, None) == {}  # no task: vLLM balances
     assert rank_headers(1, "task-1") == {}  # one rank: nothing to pin
-    token = current_task.set("task-7")
-    try:
-        assert rank_headers(4) == {RANK_HEADER: str(rank_for("task-7", 4))}
-    finally:
-        current_task.reset(token)
+    assert contextvars.Context().run(in_task, "task-7") == {RANK_HEADER: str(rank_for("task-7", 4))}
     ranks = {rank_for(f"task-{i}", 4) for i in range(64)}
     assert ranks == {0, 1, 2, 3}  # a stable hash spreads tasks over every rank
     assert [rank_for("task-3", 4)] * 3 == [rank_for("task-3", 4) for _ in range(3)]
