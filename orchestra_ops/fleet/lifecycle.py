@@ -68,6 +68,7 @@ class UpResult:
     restarted: list[str] = field(default_factory=list)  # a repair: only these were started again
     kept: list[str] = field(default_factory=list)  # a repair: these kept running (their pids unchanged)
     external: list[str] = field(default_factory=list)  # our pid gone, the port serving: left alone
+    adapters: list[str] = field(default_factory=list)  # a repair: runtime adapters loaded again into the new ones
 
 
 WarningCallback = Callable[[str], None]
@@ -225,7 +226,7 @@ def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
         write_endpoints(opts.endpoints_out, read_endpoints(done.endpoints_file))
     return UpResult(state=done.state, endpoints_file=done.endpoints_file, ready_s=done.ready_s,
                     restarted=done.names, kept=[n for n in found.alive if n not in found.dead],
-                    external=found.external)
+                    external=found.external, adapters=done.adapters)
 
 
 def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: Backends) -> None:

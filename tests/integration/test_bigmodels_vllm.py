@@ -24,7 +24,7 @@ import psutil
 import pytest
 import yaml
 
-from orchestra_ops.client.callctx import current_task
+from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.dp_ranks import rank_for
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.sources import load_routing
@@ -135,12 +135,9 @@ def test_internal_dp_2_pins_each_task_to_one_rank(tmp_path: Path, monkeypatch: p
             client = fleet.client("tiny")
 
             async def task(task_id: str) -> None:
-                token = current_task.set(task_id)
-                try:
+                with session_scope(task_id):  # a task's session key, as a suite sets it (callctx)
                     for _ in range(3):
                         await client.chat([{"role": "user", "content": f"{task_id} hello"}], max_tokens=2)
-                finally:
-                    current_task.reset(token)
 
             try:
                 await asyncio.gather(*(task(t) for t in tasks))

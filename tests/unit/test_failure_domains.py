@@ -3,14 +3,22 @@ member is not serving, and repair restarts the whole group."""
 
 from __future__ import annotations
 
-import contextvars
+import asyncio
+from collections.abc import Mapping
 
-from orchestra_ops.client.callctx import current_task
+from orchestra_ops.client.affinity import Affinity, stable_hash
+from orchestra_ops.client.callctx import session_scope
+from orchestra_ops.client.chat import ModelClient
 from orchestra_ops.client.dp_ranks import RANK_HEADER, rank_for, rank_headers
+from orchestra_ops.client.pool import ReplicaPool
+from orchestra_ops.client.replica import Replica
+from orchestra_ops.client.retry import RetryPolicy
+from orchestra_ops.client.transport import Response
 from orchestra_ops.fleet.probes import Probe, State
 from orchestra_ops.fleet.repair import with_failure_domains
 from orchestra_ops.fleet.state import FleetState, ProcessRecord
 from orchestra_ops.fleet.views import one_failure_domain
+from tests.unit.test_client_pool import FakeTransport, replicas
 
 
 def _record(name: str, domain: str | None, role: str = "server") -> ProcessRecord:
@@ -43,17 +51,43 @@ def test_a_member_down_takes_the_groups_servers_out_of_health() -> None:
         "big/ray1": (State.DOWN, ""), "dense/0": (State.READY, ""), "dense/1": (State.DEAD, "")}
 
 
-def test_a_tasks_calls_carry_one_rank_and_calls_outside_a_task_none() -> None:
-    def in_task(task: str | None) -> dict[str, str]:
-        current_task.set(task)
-        return rank_headers(4)
+class HeaderTransport(FakeTransport):
+    """Records the headers of every call it answers."""
 
-    assert contextvars.Context().run(in_task, None) == {}  # no task: vLLM balances
-    assert rank_headers(1, "task-1") == {}  # one rank: nothing to pin
-    assert contextvars.Context().run(in_task, "task-7") == {RANK_HEADER: str(rank_for("task-7", 4))}
-    ranks = {rank_for(f"task-{i}", 4) for i in range(64)}
-    assert ranks == {0, 1, 2, 3}  # a stable hash spreads tasks over every rank
-    assert [rank_for("task-3", 4)] * 3 == [rank_for("task-3", 4) for _ in range(3)]
+    def __init__(self) -> None:
+        super().__init__()
+        self.headers: list[dict[str, str]] = []
+
+    async def post(self, replica: Replica, url: str, body: bytes, headers: Mapping[str, str],
+                   timeout: float) -> Response:
+        self.headers.append(dict(headers))
+        return await super().post(replica, url, body, headers, timeout)
+
+
+def _rank_headers_sent(affinity: str, sessions: list[str | None]) -> list[str | None]:
+    """The X-data-parallel-rank each call carried, one call per session (None: the call had no session)."""
+    async def main() -> list[str | None]:
+        transport = HeaderTransport()
+        pool = ReplicaPool("m", replicas(1), transport, affinity=Affinity(affinity))  # type: ignore[arg-type]
+        client = ModelClient(name="m", served_name="m", pool=pool, request_timeout_s=1,
+                             retry=RetryPolicy(attempts=1), dp_ranks=4)
+        for session in sessions:
+            await client.chat([{"role": "user", "content": "q"}], session=session)
+        return [h.get(RANK_HEADER) for h in transport.headers]
+    return asyncio.run(main())
+
+
+def test_a_sessions_calls_carry_one_rank_with_affinity_on_and_none_otherwise() -> None:
+    sessions: list[str | None] = ["task-7", "task-7", None, "task-2", "task-7"]
+    assert _rank_headers_sent("session", sessions) == [
+        str(rank_for("task-7", 4)), str(rank_for("task-7", 4)), None, str(rank_for("task-2", 4)),
+        str(rank_for("task-7", 4))]  # the session's rank on every call; no session: vLLM balances
+    assert _rank_headers_sent("none", sessions) == [None] * 5  # affinity off (--affinity none): no pinning
+    with session_scope("task-7"):  # the calling context's session (callctx), as a suite's task sets it
+        assert _rank_headers_sent("session", [None]) == [str(rank_for("task-7", 4))]
+    assert rank_headers(1, "task-1") == {} and rank_headers(4, None) == {}  # nothing to pin
+    assert {rank_for(f"task-{i}", 4) for i in range(64)} == {0, 1, 2, 3}  # a stable hash spreads sessions
+    assert rank_for("task-3", 4) == stable_hash("task-3") % 4  # the affinity ring's hash: same in every process
 
 
 def test_a_job_of_several_nodes_gives_each_process_its_own_host() -> None:
