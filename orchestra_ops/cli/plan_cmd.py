@@ -9,8 +9,8 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.argv_check_nodes import check_file
 from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
 from orchestra_ops.fleet.indexes import missing_indexes
-from orchestra_ops.fleet.plan import ProcessSpec
 from orchestra_ops.fleet.plan import plan as make_plan
+from orchestra_ops.fleet.process_spec import ProcessSpec
 
 
 @click.command()

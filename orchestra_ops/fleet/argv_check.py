@@ -30,7 +30,7 @@ from pathlib import Path
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import PositionedYaml
 from orchestra_ops.fleet import argv_check_cache
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,9 @@ from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.fleet.backends.localprocs import check_here, stop_records
 from orchestra_ops.fleet.endpoints import fleet_endpoints, write_endpoints
 from orchestra_ops.fleet.lora.reload import adapters_of, reload_adapters, runtime_endpoints
-from orchestra_ops.fleet.plan import ProcessSpec, plan
+from orchestra_ops.fleet.plan import plan
 from orchestra_ops.fleet.probes import State, probe_all
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
 from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
 

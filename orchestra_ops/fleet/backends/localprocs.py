@@ -22,7 +22,7 @@ from orchestra_ops.core import procs
 from orchestra_ops.core.logtail import follow, tail
 from orchestra_ops.core.logtail import settle as settle_log
 from orchestra_ops.fleet.backends.base import NodeGroup, ProcessView, StopReport
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from orchestra_ops.fleet.backends import ssh_agent
 from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
 from orchestra_ops.fleet.backends.sshconn import SshError, SshPool, SshTarget
 from orchestra_ops.fleet.backends.tmux import session_name, window_script
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 POLL_S = 0.5  # at most one liveness/log round trip per node this often while waiting
