@@ -46,7 +46,7 @@ class DataParallel(Strict):
     mode: DpMode = "replicas"
     expert_parallel: bool = False  # vLLM's --enable-expert-parallel (MoE experts spread over the DP×TP ranks)
     rpc_port: Port | None = None  # --data-parallel-rpc-port on the first host (default: vLLM's 29550)
-    pin_ranks: bool = True  # vllm-internal/hybrid: a task's calls carry X-data-parallel-rank (one rank per task)
+    pin_ranks: bool = True  # vllm-internal: a session's calls carry X-data-parallel-rank (with affinity on)
 
     @property
     def in_vllm(self) -> bool:
