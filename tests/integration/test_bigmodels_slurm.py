@@ -29,6 +29,7 @@ __all__ = ["cluster", "harness"]
 
 pytestmark = [
     pytest.mark.slurm,
+    pytest.mark.vllm,  # the job runs the real vLLM's check of the server's argv (.venv-vllm, the tiny model)
     pytest.mark.timeout(900),
     pytest.mark.skipif(not os.access(RAY_VENV / "bin" / "ray", os.X_OK),
                        reason="needs .venv-ray (make setup-ray: ray beside the CPU build of vLLM)"),
