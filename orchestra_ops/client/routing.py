@@ -171,7 +171,7 @@ def _price(pricing: Pricing | None) -> Price | None:
 
 
 def pinned_ranks(model: ModelSpec) -> int:
-    """The internal DP ranks a task's calls to `model` are pinned among (1: no pinning)."""
+    """The internal DP ranks a session's calls to `model` are pinned among (1: no pinning)."""
     settings = model.data_parallel
     return model.replicas if settings.mode == "vllm-internal" and settings.pin_ranks else 1
 

@@ -4,7 +4,9 @@ member is not serving, and repair restarts the whole group."""
 from __future__ import annotations
 
 import asyncio
+import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 
 from orchestra_ops.client.affinity import Affinity, stable_hash
 from orchestra_ops.client.callctx import session_scope
@@ -13,7 +15,9 @@ from orchestra_ops.client.dp_ranks import RANK_HEADER, rank_for, rank_headers
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
+from orchestra_ops.client.routing import from_topology
 from orchestra_ops.client.transport import Response
+from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.probes import Probe, State
 from orchestra_ops.fleet.repair import with_failure_domains
 from orchestra_ops.fleet.state import FleetState, ProcessRecord
@@ -103,3 +107,19 @@ def test_a_job_of_several_nodes_gives_each_process_its_own_host() -> None:
                                           host_index=1)])
     known = state.with_node(NodeRecord(name="alloc", backend="slurm", host="n1", handle={"hosts": ["n1", "n2"]}))
     assert [(p.name, p.host) for p in known.processes] == [("big/ray0", "n1"), ("big/0", "n1"), ("big/ray1", "n2")]
+
+
+def test_only_a_vllm_internal_model_pins_ranks_and_pin_ranks_false_turns_it_off(tmp_path: Path) -> None:
+    path = tmp_path / "dp.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: dp
+        nodes: {gpu8: {host: gpu-box, gpus: 8}}
+        models:
+          internal: {model: org/M, node: gpu8, replicas: 4, port: 8000, data_parallel: {mode: vllm-internal}}
+          unpinned: {model: org/N, node: gpu8, replicas: 2, port: 8100,
+                     data_parallel: {mode: vllm-internal, pin_ranks: false, rpc_port: 29551}}
+          external: {model: org/O, node: gpu8, replicas: 2, port: 8200,
+                     data_parallel: {mode: vllm-external, expert_parallel: true, rpc_port: 29552}}
+        """))
+    routing = from_topology(load_topology(path), {}, source=str(path), endpoints_file="none")
+    assert {key: t.dp_ranks for key, t in routing.targets.items()} == {"internal": 4, "unpinned": 1, "external": 1}
