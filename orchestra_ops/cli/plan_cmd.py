@@ -59,7 +59,6 @@ def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_e
     stderr_console().print("full commands: --reproduce (shell lines) or --json")
 
 
-
 def _devices(spec: ProcessSpec) -> str:
     """Its GPUs, or for the CPU build of vLLM the cores of each rank (`0|1`: rank 0 on core 0, rank 1 on 1)."""
     if spec.gpus:
