@@ -52,7 +52,6 @@ def _topology(directory: Path, name: str, shape: dict[str, Any]) -> Path:
 
 async def _load_test(directory: Path, name: str) -> tuple[float, float, int]:
     """(requests/s, p99 seconds, errors) of REQUESTS chat calls at CONCURRENCY through ops's client."""
-    from orchestra_ops.client.callctx import current_task
     from orchestra_ops.client.fleet_client import FleetClient
     from orchestra_ops.client.sources import load_routing
 
@@ -65,8 +64,7 @@ async def _load_test(directory: Path, name: str) -> tuple[float, float, int]:
 
     async def one(index: int) -> None:
         nonlocal errors
-        async with gate:
-            token = current_task.set(f"req-{index}")
+        async with gate:  # no session key: ops's pool and vLLM's balancer each place calls their own way
             started = time.perf_counter()
             try:
                 await client.chat([{"role": "user", "content": f"request {index}: the weather in paris"}],
@@ -74,8 +72,6 @@ async def _load_test(directory: Path, name: str) -> tuple[float, float, int]:
                 latencies.append(time.perf_counter() - started)
             except Exception:
                 errors += 1
-            finally:
-                current_task.reset(token)
 
     try:
         await client.chat([{"role": "user", "content": "warm up"}], max_tokens=2)
