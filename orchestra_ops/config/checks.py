@@ -11,9 +11,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from orchestra_ops.config.layout import planned_ports, shape_ok, shape_problems, uses_new_layout
+from orchestra_ops.config.layout import shape_problems
 from orchestra_ops.config.lora_checks import check_lora
 from orchestra_ops.config.placement import place_cpus, place_gpus
+from orchestra_ops.config.port_checks import port_problems
 from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
 Problem = tuple[tuple[Any, ...], str]
@@ -91,8 +92,8 @@ MANAGED_ENV: dict[str, str] = {
 
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, _ports, _roles,
-                  _aliases, _names, _node_backends, check_lora, shape_problems):
+    for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, port_problems, _roles,
+                  _aliases, _names, _node_backends, _gateway, check_lora, shape_problems):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     problems.extend(place_cpus(topology)[1])
@@ -188,55 +189,6 @@ def _envs(topology: Topology) -> Iterator[Problem]:
                         "(processes inherit it)")
 
 
-def host_key(topology: Topology, node_name: str, host_index: int = 0) -> str:
-    """The identity of a node's machine (of its `host_index`-th host), for port clashes (local names are one
-    machine)."""
-    node = topology.nodes[node_name]
-    host = node.hosts[host_index] if node.hosts else node.host
-    if host is None:
-        return f"slurm:{node_name}"
-    return "localhost" if host in LOCAL_HOSTS else host
-
-
-def _ports(topology: Topology) -> Iterator[Problem]:
-    """Two plans on one host:port (servers, vLLM data-parallel RPC ports, every Ray port) are refused."""
-    owners: dict[tuple[str, int], str] = {}
-    entries: list[tuple[tuple[Any, ...], str, str, int, list[tuple[int, int, str]]]] = []
-    for key, model in topology.models.items():
-        if model.node in topology.nodes and uses_new_layout(model) and shape_ok(topology, key):
-            for path, host_index, port, what in planned_ports(topology, key):
-                entries.append((path, f"models.{key} ({what})", model.node, port, [(host_index, port, what)]))
-            continue
-        ports = [(0, model.port + offset, f"replica {offset}") for offset in range(model.replicas)]
-        entries.append((("models", key, "port"), f"models.{key}", model.node, model.port, ports))
-    for key, service in topology.services.items():
-        entries.append((("services", key, "port"), f"services.{key}", service.node, service.port,
-                        [(0, service.port, "")]))
-    reported: set[tuple[Any, ...]] = set()  # one clash per field is enough to fix it
-    for path, label, node_name, first, ports in entries:
-        if node_name not in topology.nodes or path in reported:
-            continue
-        last = max(port for _, port, _ in ports)
-        if last > 65535:
-            yield path, f"ports {first}..{last} for {len(ports)} replicas go past 65535"
-            continue
-        owner = label.split(" (")[0]
-        for host_index, port, _ in ports:
-            machine = host_key(topology, node_name, host_index)
-            slot = (machine, port)
-            if slot in owners and owners[slot].split(" (")[0] != owner:
-                where = "slurm node " + node_name if machine.startswith("slurm:") else f"host {machine}"
-                yield path, f"port {port} on {where} is also used by {owners[slot]}"
-                reported.add(path)
-                break
-            if slot in owners and owners[slot] != label:
-                before, now = (text.split(" (", 1)[1][:-1] for text in (owners[slot], label))
-                yield path, f"port {port} is planned twice for {owner}: {before} and {now}"
-                reported.add(path)
-                break
-            owners[slot] = label
-
-
 def _roles(topology: Topology) -> Iterator[Problem]:
     targets = {**{k: "model" for k in topology.models}, **{k: "service" for k in topology.services},
                **{k: "provider" for k in topology.providers},
@@ -283,3 +235,25 @@ def _node_backends(topology: Topology) -> Iterator[Problem]:
                 "backend: local or tmux (nodes with a host on other machines are reached over ssh)")
         elif node.ssh is not None and node.is_local:
             yield ("nodes", name, "ssh"), f"'{node.host}' is this machine; 'ssh' applies to nodes on other hosts"
+
+
+def _gateway(topology: Topology) -> Iterator[Problem]:
+    """The gateway runs on this machine, and never hands provider keys to an open port."""
+    gateway = topology.gateway
+    if gateway is None:
+        return
+    node_name = topology.gateway_node
+    if node_name is None:
+        yield ("gateway",), ("no node of the topology is on this machine (host: localhost); the gateway runs "
+                             "where `ops up` runs: declare one, or name it with gateway.node")
+    elif node_name not in topology.nodes:
+        yield ("gateway", "node"), f"'{node_name}' is not a declared node (nodes: {', '.join(topology.nodes)})"
+    elif topology.nodes[node_name].host not in LOCAL_HOSTS:
+        yield ("gateway", "node"), (f"'{node_name}' is not on this machine (host {topology.nodes[node_name].host}); "
+                                    "the gateway runs where `ops up` runs")
+    keyed = sorted(k for k, p in topology.providers.items() if p.api_key_env)
+    loopback = gateway.bind in ("localhost", "::1") or gateway.bind.startswith("127.")
+    if keyed and not loopback and gateway.api_key_env is None:
+        yield ("gateway", "bind"), (f"'{gateway.bind}' is not loopback and the gateway injects the keys of "
+                                    f"{', '.join(keyed)}: set gateway.api_key_env (clients then send a bearer "
+                                    "token), or bind 127.0.0.1")

@@ -38,7 +38,7 @@ def endpoints_for(plan: LaunchPlan) -> Endpoints:
     """
     result: Endpoints = {}
     for spec in plan.processes:
-        if not spec.serves:  # a Ray node of a model across hosts: its server is the endpoint
+        if spec.kind == "gateway" or not spec.serves:  # not a model (the gateway), or a Ray node (not its server)
             continue
         if spec.host is None:
             raise LaunchError(f"{spec.name}: the host of node '{spec.node}' is known only once slurm "
@@ -87,6 +87,8 @@ def fleet_endpoints(state: FleetState) -> Endpoints | None:
     adapter on its base model's replicas, as endpoints_for does); None while a host is unknown."""
     endpoints: Endpoints = {}
     for record in state.processes:
+        if record.kind == "gateway":  # not a model: ToolOrchestra's scripts read every key as one
+            continue
         if record.host is None:
             return None
         if not record.serves:  # a Ray node: not an endpoint (one entry per endpoint, as always)

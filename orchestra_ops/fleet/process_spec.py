@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Engine = Literal["vllm", "sim", "retrieval", "ray"]
+Engine = Literal["vllm", "sim", "retrieval", "gateway", "ray"]
 
 
 @dataclass(frozen=True)

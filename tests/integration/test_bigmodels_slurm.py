@@ -27,9 +27,10 @@ from tests.raystandin import RAY_VENV, standin
 cluster = cluster_fixture(slurm=True, sshd=False)
 __all__ = ["cluster", "harness"]
 
+# slurm only (not vllm): it starts no vLLM server (the stand-in serves; the job runs vLLM's argv parser, as every
+# slurm fleet's does), and the slurm group keeps it off the dev cluster beside another (tests/xdist_groups.py)
 pytestmark = [
     pytest.mark.slurm,
-    pytest.mark.vllm,  # the job runs the real vLLM's check of the server's argv (.venv-vllm, the tiny model)
     pytest.mark.timeout(900),
     pytest.mark.skipif(not os.access(RAY_VENV / "bin" / "ray", os.X_OK),
                        reason="needs .venv-ray (make setup-ray: ray beside the CPU build of vLLM)"),
