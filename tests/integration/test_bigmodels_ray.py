@@ -22,28 +22,31 @@ import pytest
 
 from orchestra_ops.config.parallel import RaySettings, ray_ports
 from orchestra_ops.core.procs import listeners
-from tests.devcluster import server_port_block
 from tests.helpers import REPO
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
+from tests.ports import free_port_block
 from tests.raystandin import RAY_VENV, standin
 
 cluster = cluster_fixture(slurm=False, sshd=True)
 __all__ = ["cluster", "harness"]
 
+# sshd (not vllm): it starts no vLLM server (the stand-in serves) and uses the dev cluster's sshd, so it runs in
+# the dev cluster's xdist group (tests/xdist_groups.py), never beside another cluster
 pytestmark = [
-    pytest.mark.vllm,
+    pytest.mark.sshd,
     pytest.mark.timeout(900),  # a hang guard: two Ray nodes and a vLLM import on a loaded 2-core box
     pytest.mark.skipif(not os.access(RAY_VENV / "bin" / "ray", os.X_OK),
                        reason="needs .venv-ray (make setup-ray: ray beside the CPU build of vLLM)"),
 ]
+
 
 def test_ray_head_and_worker_on_two_loopback_hosts_serve_pp2_and_down_frees_everything(
         harness: ClusterHarness) -> None:
     h = harness
     vllm = standin(h.cwd)
     ssh = h.ssh_node()["ssh"]
-    ray_port = server_port_block(2 + 6 * 2 + 8 * 2, ("127.0.0.3", "127.0.0.2"))
-    port = server_port_block(1, ("127.0.0.3",))
+    ray_port = free_port_block(2 + 6 * 2 + 8 * 2)  # free on every address (127.0.0.3, 127.0.0.2)
+    port = free_port_block(1)
     pair = {"hosts": ["localhost", h.cluster.ssh_address], "bind": "127.0.0.3", "gpus": 0, "cpus": 2, "ssh": ssh,
             "vllm_command": [str(vllm)]}
     model = {"model": str(REPO / ".tiny-model" / "model"), "served_model_name": "tiny", "node": "pair",

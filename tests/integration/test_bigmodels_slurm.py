@@ -19,9 +19,9 @@ import pytest
 
 from orchestra_ops.config.parallel import RaySettings, ray_ports
 from orchestra_ops.core.procs import listeners
-from tests.devcluster import server_port_block
 from tests.helpers import REPO
 from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness
+from tests.ports import free_port_block
 from tests.raystandin import RAY_VENV, standin
 
 cluster = cluster_fixture(slurm=True, sshd=False)
@@ -51,8 +51,8 @@ def _ray_processes(ports: list[int]) -> list[psutil.Process]:
 def test_ray_bring_up_inside_one_job_and_a_clean_down(harness: ClusterHarness) -> None:
     h = harness
     vllm = standin(h.cwd)
-    ray_port = server_port_block(2 + 6 + 8)
-    port = server_port_block(1)
+    ray_port = free_port_block(2 + 6 + 8)
+    port = free_port_block(1)
     node = {**h.slurm_node(gpus=0), "vllm_command": [str(vllm)]}
     model = {"model": str(REPO / ".tiny-model" / "model"), "served_model_name": "tiny", "node": "job",
              "gpus_per_replica": 0, "port": port, "ray": {"port": ray_port, "worker_ports": 8},
