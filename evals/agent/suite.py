@@ -150,9 +150,12 @@ class AgentSuite(BaseSuite):
                 aliases[alias] = matched[-1] if matched else routing.aliases.get(alias, TOOL_ROLES[tool])
         names = [orchestrator, judge, *sorted(set(aliases.values()))]
         served = {}
+        flags = {orchestrator: ("--model", "the orchestrator"), judge: ("--judge", "the judge of answers")}
         for name in names:
             try:
-                served[name] = routing.chat_target(name).served_name
+                flag, purpose = flags.get(name, (None, ""))
+                served[name] = routing.chat_target(name, flag=flag, avoid=(orchestrator, judge),
+                                                   purpose=purpose).served_name
             except ConfigError as exc:
                 used_by = sorted(a for a, t in aliases.items() if t == name)
                 hint = f" (tool aliases {', '.join(used_by)} go there; map them with aliases: in the topology or " \

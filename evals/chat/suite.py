@@ -9,12 +9,13 @@ capacity checks use it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.dataset import Sample
+from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, TaskContext, unit_counts
 
@@ -24,9 +25,24 @@ class ChatSuite(BaseSuite):
 
     name = "chat"
     calls_per_task = 1
+    dataset_example = '{"id": "q1", "prompt": "What is the capital of France?"}'
 
     def __init__(self) -> None:
         self.model = ""
+
+    def load(self, path: Path, *, dedupe: bool) -> list[Sample]:
+        """The JSONL lines, each with a `prompt` the suite can send: a dataset of other fields (a `question`)
+        is bad input here, before any call, not a run whose every sample fails."""
+        samples = load_dataset(path, dedupe=dedupe)
+        bad = [s for s in samples if not _sendable(s.get("prompt"))]
+        if bad:
+            first = bad[0]
+            why = (f"sample {first['id']!r} has no \"prompt\" (its fields: {', '.join(map(str, first))})"
+                   if "prompt" not in first else f"sample {first['id']!r} has a \"prompt\" that is neither text "
+                   "nor a list of {role, content} messages")
+            raise ConfigError(f"{path}: {len(bad)} of {len(samples)} samples cannot be sent: {why}; the chat suite "
+                              f"reads JSONL lines like {self.dataset_example}")
+        return samples
 
     def prepare(self, routing: Routing, options: Mapping[str, Any]) -> list[str]:
         if len(options.get("models") or ()) > 1:
@@ -57,6 +73,11 @@ class ChatSuite(BaseSuite):
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return [f"answered {scores['ok']} of {scores['units']} prompts ({scores['failed']} failed, "
                 f"{scores['missing']} without a result)"]
+
+
+def _sendable(prompt: Any) -> bool:
+    return isinstance(prompt, str) or (isinstance(prompt, list) and bool(prompt)
+                                       and all(isinstance(m, dict) and "role" in m for m in prompt))
 
 
 def to_messages(prompt: Any) -> list[dict[str, Any]]:

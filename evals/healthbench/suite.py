@@ -117,7 +117,8 @@ class HealthBenchSuite(BaseSuite):
                                    max_tokens=int(options["judge_max_tokens"]), system=str(options["judge_system"]),
                                    attempts=int(options["judge_attempts"]))
         self.template = templates_of(options)["grader"]
-        routing.chat_target(self.judge.name)
+        routing.chat_target(self.judge.name, flag="--judge", avoid=(str(options.get("model") or "candidate"),),
+                            purpose="the grader of every rubric item")
         names = [self.judge.name]
         if options.get("responses"):
             self.responses_path = str(options["responses"])
@@ -127,7 +128,9 @@ class HealthBenchSuite(BaseSuite):
                                   "give one or the other")
         else:
             self.candidate = str(options.get("model") or "candidate")
-            if routing.chat_target(self.candidate).name == routing.chat_target(self.judge.name).name:
+            candidate = routing.chat_target(self.candidate, flag="--model", avoid=(self.judge.name,),
+                                            purpose="the model whose responses are graded")
+            if candidate.name == routing.chat_target(self.judge.name).name:
                 log.warning("the candidate '%s' and the judge '%s' are one model: they share its replicas and the "
                             "judge's cap", self.candidate, self.judge.name)
             names.insert(0, self.candidate)

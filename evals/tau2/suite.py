@@ -130,8 +130,9 @@ class Tau2Suite(BaseSuite):
         agent = str(options.get("model") or "orchestrator")
         user = str(options.get("user") or "user")
         judge = str(options.get("judge") or "judge")
-        for name in (agent, user):
-            routing.chat_target(name)  # a name the routing lacks fails now, with its hint
+        # a name the routing lacks fails now, naming the flag that sets it
+        routing.chat_target(agent, flag="--model", avoid=(user, judge), purpose="the agent")
+        routing.chat_target(user, flag="--user", avoid=(agent, judge), purpose="the user simulator")
         try:
             routing.chat_target(judge)
             self.judge_ok = True

@@ -25,9 +25,9 @@ from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import LaunchError
 from orchestra_ops.fleet.backends import Backends
 from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
-from orchestra_ops.fleet.backends.localprocs import check_here, stop_records
+from orchestra_ops.fleet.backends.localprocs import check_here, resolve_argv, stop_records
 from orchestra_ops.fleet.endpoints import fleet_endpoints, write_endpoints
-from orchestra_ops.fleet.plan import ProcessSpec, plan
+from orchestra_ops.fleet.plan import LaunchPlan, ProcessSpec, plan
 from orchestra_ops.fleet.probes import State, probe_all
 from orchestra_ops.fleet.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
 from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
@@ -66,6 +66,22 @@ def split_running(state: FleetState, backends: Backends) -> tuple[list[str], lis
             else:
                 gone.append(record)
     return alive, gone
+
+
+def plan_changes(state: FleetState, launch_plan: LaunchPlan) -> list[str]:
+    """What the topology file plans now that the running fleet does not run (a process added, gone, moved or
+    started with other arguments); empty when `state` runs exactly the plan."""
+    specs = {spec.name: spec for spec in launch_plan.processes}
+    records = {record.name: record for record in state.processes}
+    changes = [f"{name} is new" for name in specs if name not in records]
+    changes += [f"{name} is no longer planned" for name in records if name not in specs]
+    for name in specs.keys() & records.keys():
+        spec, record = specs[name], records[name]
+        same = ((spec.port, spec.node, dict(spec.env)) == (record.port, record.node, record.env)
+                and record.argv in (list(spec.argv), resolve_argv(spec.argv)))
+        if not same:
+            changes.append(f"{name} runs with other settings")
+    return changes
 
 
 def survey(state: FleetState, backends: Backends) -> Survey:
