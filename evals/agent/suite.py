@@ -9,7 +9,6 @@ one of them is resolved before the first request, so an alias that names nothing
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import shutil
 import sys
@@ -28,6 +27,7 @@ from orchestra_ops.evals.agent.toolspec import load_tools
 from orchestra_ops.client.retrieval import RetrievalSettings
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.tokenizer import declared_tokenizer
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.results import TaskId
@@ -208,7 +208,8 @@ class AgentSuite(BaseSuite):
                 lines.append(f"  {alias:<{width}} -> {target} ({cfg.served[target]}){extra}")
         tokenizer = toolbox.tokenizer(cfg.orchestrator)
         lines.append(f"context budgets counted by {cfg.orchestrator}'s tokenizer: {tokenizer.description}")
-        lines.append(f"budgets: {json.dumps(cfg.protocol.budgets.to_json())}")
+        budgets = cfg.protocol.budgets.to_json()
+        lines.append("budgets: " + ", ".join(f"{name} {value}" for name, value in budgets.items()))
         sandbox = f"code runs in the sandbox: {toolbox.sandbox.describe(cfg.sandbox)}"
         lines.append(sandbox if toolbox.sandbox.isolation.full else Alert(sandbox))
         lines.append(f"retrieval: {', '.join(cfg.protocol.retrieval_services)} (first declared that answers), "
@@ -230,6 +231,10 @@ class AgentSuite(BaseSuite):
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return scoring.score_lines(scores)
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return scoring.headline(scores, self.config.orchestrator if self.config else "orchestrator")
 
 
 def _interpreter(given: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.results import TaskId
@@ -69,6 +70,10 @@ class ChatSuite(BaseSuite):
     def score(self, records: Mapping[TaskId, dict[str, Any]], units: list[Sample]) -> dict[str, Any] | None:
         """The chat suite grades nothing: scores.json says how many prompts were answered."""
         return {"suite": self.name, "model": self.model, **unit_counts(records, units)}
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return Headline(metric="answered", note=f"{scores['ok']} of {scores['units']} answered (chat grades nothing)")
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return [f"answered {scores['ok']} of {scores['units']} prompts ({scores['failed']} failed, "

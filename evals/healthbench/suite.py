@@ -55,6 +55,7 @@ from orchestra_ops.evals.healthbench.scoring import (
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Z95, Headline, ModelScore
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
@@ -214,6 +215,19 @@ class HealthBenchSuite(BaseSuite):
                           "max_tokens": self.judge.max_tokens, "system": self.judge.system,
                           "attempts": self.judge.attempts},
                 "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED}}
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        """The overall score in percent ± 1.96 bootstrap standard deviations (HealthBench's own std)."""
+        metrics = scores.get("metrics") or {}
+        overall = metrics.get("overall_score")
+        if overall is None:
+            return Headline(metric="HealthBench score", note="no example scored")
+        std = metrics.get("overall_score:bootstrap_std")
+        model = str(scores.get("candidate") or "responses")
+        return Headline(metric="HealthBench score", scores=[ModelScore(
+            model, 100 * float(overall), None if std is None else 100 * Z95 * float(std),
+            int(metrics.get("overall_score:n_samples") or scores.get("scored") or 0))])
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         lines = [f"healthbench: {scores['scored']} of {scores['examples']} examples scored "

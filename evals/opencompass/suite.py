@@ -27,6 +27,7 @@ from orchestra_ops.evals.opencompass.sampling import seeded_sample
 
 from orchestra_ops.client.chat import ChatResult
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.results import TaskId
@@ -186,6 +187,12 @@ class OpenCompassSuite(BaseSuite):
         from orchestra_ops.evals.opencompass.scoring import table_lines
 
         return table_lines(scores)
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        from orchestra_ops.evals.opencompass.headline import headline_row, to_headline
+
+        return to_headline(headline_row(self.name, self, scores, records, units), scores)
 
 
 class SingleDatasetSuite(OpenCompassSuite):

@@ -30,6 +30,7 @@ from orchestra_ops.evals.tau2.tasks import DomainData, domain_dir, load_domain_d
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.results import TaskId
@@ -284,6 +285,10 @@ class Tau2Suite(BaseSuite):
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return metrics.score_lines(scores)
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return metrics.headline(scores, records, str(self.settings.get("agent") or "orchestrator"))
 
     def routing_notes(self, toolbox: Any) -> list[str]:
         s = self.settings

@@ -47,6 +47,9 @@ COMMON_OPTIONS: list[click.Option] = [
                  help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
     click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
                  help="Seconds between progress lines."),
+    click.Option(["-v", "--verbose"], is_flag=True,
+                 help="Also show the routing table, tool aliases, budgets, sandbox and per-suite score tables "
+                      "(always in RUN_DIR/eval.log)."),
     click.Option(["--exec-workers"], type=click.IntRange(min=1),
                  help="Programs the sandbox runs at once for suites that execute model-written code "
                       "(default: the number of cores)."),
@@ -179,6 +182,7 @@ def _run_locked(run: Any, suite: str, values: dict[str, Any]) -> None:
     from orchestra_ops.runner.progress import Progress
 
     tee = open_tee(run.run_dir, click.echo, alert_console=lambda text: click.secho(text, fg="red", bold=True))
+    tee.verbose = bool(values["verbose"] or click.get_current_context().find_root().params.get("verbose"))
     progress = Progress(total=len(run.todo))
     logger = logging.getLogger("orchestra_ops")
     handler = TeeHandler(tee)
@@ -187,9 +191,10 @@ def _run_locked(run: Any, suite: str, values: dict[str, Any]) -> None:
     logger.propagate = False  # the tee shows warnings on the console and in eval.log, once
     try:
         with live_progress(tee, progress, f"ops eval {suite} · {run.run_dir}"):
-            run_eval(run, tee, progress)
+            summary = run_eval(run, tee, progress)
         if not values["no_analyze"]:
             analyze_at_end(run.run_dir, tee)
+        tee.line(summary.result_line(suite))
     except OpsError as exc:
         tee.file_line(f"error: {exc}")  # the console gets it from the command group
         raise
@@ -271,13 +276,13 @@ def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:
     """`ops analyze` on the finished run; its failure is a warning (the results are safe already)."""
     from orchestra_ops.analysis.analyze import analyze_run
 
-    tee.line(f"analysing {run_dir} (skip with --no-analyze) ...")
+    tee.detail(f"analysing {run_dir} (skip with --no-analyze) ...")
     try:
         result = analyze_run(run_dir)
     except (OpsError, OSError, ValueError) as exc:
         tee.line(f"warning: the analysis failed: {exc}; the results are complete; retry with `ops analyze {run_dir}`")
         return
     if result.plot_note:
-        tee.line(f"note: {result.plot_note}")
-    tee.line(f"stats: {result.stats_path}")
+        tee.detail(f"note: {result.plot_note}")
+    tee.detail(f"stats: {result.stats_path}")
     tee.line(f"report: {result.report}")

@@ -24,7 +24,7 @@ def _table(report: HealthReport) -> Table:
     ready = sum(p.ready for p in report.probes)
     return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
                       ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv",
-                       "adapters", "detail"], rows)
+                       "adapters", "detail"], rows, optional=("kv", "waiting", "running", "pid", "latency"))
 
 
 def _node_table(report: HealthReport) -> Table | None:

@@ -52,6 +52,7 @@ def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_e
         for spec in launch_plan.processes
     ]
     print_table(f"{launch_plan.name}: {len(rows)} processes, backend {launch_plan.backend}",
-                ["process", "node", "host:port", "gpus", "engine", "serves", "log"], rows)
+                ["process", "node", "host:port", "gpus", "engine", "serves", "log"], rows,
+                optional=("node", "gpus", "engine"))
     stderr_console().print("full commands: --reproduce (shell lines) or --json")
 

@@ -21,7 +21,8 @@ def status(topology: str | None, as_json: bool) -> None:
              "-" if p.uptime_s is None else f"{p.uptime_s:.0f} s", f"{p.host or '?'}:{p.port}", p.log)
             for p in report.processes]
     print_table(f"{report.state.name} ({report.state.status})",
-                ["process", "node", "backend", "pid", "alive", "state", "uptime", "host:port", "log"], rows)
+                ["process", "node", "backend", "pid", "alive", "state", "uptime", "host:port", "log"], rows,
+                optional=("backend", "uptime", "node", "alive", "pid"))
     notes = [(n.name, n.backend, n.host or "-", n.state or "-", n.problem or "") for n in report.nodes
              if n.state or n.problem]
     if notes:

@@ -22,10 +22,11 @@ from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retry import RetryPolicy
-from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.transport import KeepAliveTransport
 from orchestra_ops.core.fsutil import atomic_write_text, is_disk_full
+from orchestra_ops.core.headline import HEADLINE_KEY
 from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
+from orchestra_ops.runner.banner import RunFacts, banner, result_line, routing_lines
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, run_tasks
 from orchestra_ops.runner.inflight import InFlight, TrackingTransport
@@ -57,6 +58,13 @@ class EvalSummary:
     store_failed: int
     elapsed_s: float
     scores: dict[str, Any] | None = None
+    calls: int = 0  # model calls this invocation made (cache hits included)
+    tokens: int = 0  # their prompt and completion tokens
+
+    def result_line(self, suite: str) -> str:
+        """The one line that ends a run: each model's score ± its interval, n, wall time, calls, tokens, cost."""
+        return result_line(suite, self.scores, ok=self.store_ok, failed=self.store_failed, total=self.dataset_size,
+                           wall_s=self.elapsed_s, calls=self.calls, tokens=self.tokens, run_dir=self.run_dir)
 
 
 def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:
@@ -111,21 +119,25 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
             profile(event)
         except DiskFull as exc:
             controller.fail(exc)
-        progress.note_call(event.latency_s)
+        progress.note_call(event.latency_s, (event.prompt_tokens or 0) + (event.completion_tokens or 0))
 
     fleet.on_call = on_call  # before any client exists: every client reports its calls
-    for line in routing_lines(run.routing, run.names):
+    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
+    facts = RunFacts(run.suite.name, run.routing.name, run.run_dir, len(run.samples), len(run.todo),
+                     len(run.store.ok_ids), len(run.store.failed_ids), mode)
+    for line in banner(facts, run.routing, run.names, verbose=tee.verbose):
         tee.line(line)
+    for line in routing_lines(run.routing, run.names):
+        tee.detail(line)
     toolbox = Toolbox(fleet, exec_workers=options.exec_workers)
     for line in run.suite.routing_notes(toolbox):
-        (tee.alert if isinstance(line, Alert) else tee.line)(f"  {line}")
-    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
-    tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
-             f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
-             f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
+        (tee.alert if isinstance(line, Alert) else tee.detail)(f"  {line}")
+    tee.detail(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
+               f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
+               f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {soft}")
     progress.started_at = time.monotonic()
     if cache is not None:
-        tee.line(f"response cache {cache.path} ({'every request' if cache.sampled else 'temperature 0 only'})")
+        tee.detail(f"response cache {cache.path} ({'every request' if cache.sampled else 'temperature 0 only'})")
     start = time.monotonic()
     end_state = "crashed"
     try:
@@ -145,9 +157,10 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
             events.emit(end_state, **dict(zip(("done", "failed", "total"), _counts(run), strict=True)))
         events.close()
     elapsed = time.monotonic() - start
-    tee.line(progress.line())
+    tee.event(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
-                          len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
+                          len(run.store.ok_ids), len(run.store.failed_ids), elapsed, calls=progress.calls,
+                          tokens=progress.tokens)
     if controller.failure is not None:
         raise controller.failure
     if controller.timed_out:
@@ -158,19 +171,19 @@ def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) ->
         missing = len(run.samples) - len(run.store.finished_ids)
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
                           f"{missing} sample(s) have no result; continue with --resume (run dir {run.run_dir})")
-    tee.line(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
-             f"{progress.failed} failed; run dir {run.run_dir} now has {summary.store_ok} ok, "
-             f"{summary.store_failed} failed of {len(run.samples)}")
+    tee.detail(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
+               f"{progress.failed} failed; run dir {run.run_dir} now has {summary.store_ok} ok, "
+               f"{summary.store_failed} failed of {len(run.samples)}")
     with _disk_full_as_error(run.run_dir / SCORES_FILE):
         summary.scores = write_scores(run)
     if summary.scores is not None:
         for line in run.suite.score_lines(summary.scores):
-            tee.line(line)
+            tee.detail(line)
         if summary.scores.get("cache"):
             counts = summary.scores["cache"]
-            tee.line(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
-                     f"{counts['model_calls']} by a model")
-        tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
+            tee.detail(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
+                       f"{counts['model_calls']} by a model")
+        tee.detail(f"scores written to {run.run_dir / SCORES_FILE}")
     if tee.disk_full is not None:
         raise tee.disk_full
     return summary
@@ -193,24 +206,13 @@ def write_scores(run: PreparedRun) -> dict[str, Any] | None:
     records = {sample_id(s): final[sample_id(s)] for s in run.samples if sample_id(s) in final}
     scores = run.suite.score(records, run.samples)
     if scores is not None:
+        headline = run.suite.headline(scores, records, run.samples)
+        if headline is not None:
+            scores[HEADLINE_KEY] = headline.to_json()
         if (read_run_info(run.run_dir) or {}).get("cache_used"):
             scores["cache"] = cache_counts(run.run_dir)
         atomic_write_text(run.run_dir / SCORES_FILE, json.dumps(scores, indent=2, default=str) + "\n")
     return scores
-
-
-def routing_lines(routing: Routing, names: list[str]) -> Iterator[str]:
-    yield f"routing ({routing.source}):"
-    rows = routing.table()
-    width = max([len(r[0]) for r in rows] + [4])
-    for role, label, kind, where in rows:
-        mark = " *" if role in names else ""
-        yield f"  {role:<{width}} -> {label} [{kind}] -> {where}{mark}"
-    for name in names:
-        if name not in routing.roles:
-            _, target = routing.resolve(name)
-            yield f"  {name:<{width}} -> {target.name} [{target.kind}] -> {target.where} *"
-    yield "  (* called by this run; nothing else is contacted)"
 
 
 def _counts(run: PreparedRun) -> tuple[int, int, int]:

@@ -41,7 +41,7 @@ def test_a_hanging_user_simulator_is_cut_by_the_deadline_and_by_the_call_timeout
         assert (scores["evaluated"], scores["infra_errors"], scores["infra_errors_by_type"]) == (
             0, 4, {"task_timeout": 4})
         assert scores["pass_hat_k"] == {} and scores["avg_reward"] == 0.0
-        assert "left out: 4 infrastructure error(s) (task_timeout 4)" in out.stdout
+        assert "left out: 4 infrastructure error(s) (task_timeout 4)" in (run_dir / "eval.log").read_text()
 
         run_dir, _ = _run(tmp_path / "call", agent, user, judge, ["book_pilates"],
                           ["--timeout", "1", "--max-retries", "1"])

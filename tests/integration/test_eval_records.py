@@ -37,7 +37,8 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     scores = json.loads((run_dir / "scores.json").read_text())
     assert scores == {"suite": "chat", "model": "m", "units": 60, "ok": ok, "failed": failed,
                       "failed_by_type": {"http_500": failed}, "missing": 0}
-    assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in out.stdout
+    assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in (run_dir / "eval.log").read_text()
+    assert f" · {ok}/60 ok, {failed} failed (--retry-failed reruns them) · " in out.stdout.splitlines()[-1]
 
     events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
     assert Counter(e["task"] for e in events) == Counter(ids)  # one call per task, each with its task id
