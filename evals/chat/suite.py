@@ -73,7 +73,7 @@ class ChatSuite(BaseSuite):
 
     def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
                  units: list[Sample]) -> Headline | None:
-        return Headline(metric="answered", note=f"{scores['ok']} of {scores['units']} answered (chat grades nothing)")
+        return Headline(metric="answered", note=f"{scores['ok']}/{scores['units']} answered, not graded")
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return [f"answered {scores['ok']} of {scores['units']} prompts ({scores['failed']} failed, "

@@ -5,7 +5,8 @@ piped without it; `--wide` never limits): columns with nothing in them are dropp
 to the working directory, and no name, number or path is ever broken across lines. Where it still does not
 fit, a long path keeps its tail (`…/logs/answer-0.log`), then the columns a command marks optional are
 hidden, then columns from the right (each named under the table); only a single token wider than the
-terminal itself is cut with `…`.
+terminal itself is cut with `…`. The cells of a `whole` column keep each of their lines whole (a score and its
+interval: `answer 70.0% ± 20.1`).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class FittedTable:
 
 
 def fit_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None,
-              optional: Sequence[str] = ()) -> FittedTable:
+              optional: Sequence[str] = (), whole: Sequence[str] = ()) -> FittedTable:
     """The columns, cells and column widths of a table printed at `width` (None: natural widths)."""
     cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
     names = list(columns)
@@ -87,25 +88,26 @@ def fit_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], width: int 
     cells = [[_relative_paths(cell) for cell in row] for row in cells]
     hidden: list[str] = []
     if _total(_natural(names, cells)) > width:
-        cells = _shorten_paths(names, cells, width)
+        cells = _shorten_paths(names, cells, width, whole)
         # still too wide: hide what the command can do without (in its order), then columns from the right
         for name in [*optional, *reversed(names[1:])]:
-            if _total(_minimal(names, cells)) <= width:
+            if _total(_minimal(names, cells, whole)) <= width:
                 break
             if name in names[1:]:
                 index = names.index(name)
                 hidden.append(name)
                 names = names[:index] + names[index + 1:]
                 cells = [row[:index] + row[index + 1:] for row in cells]
-        cells = _cut_tokens(names, cells, width)  # only a token wider than the terminal is cut
-    return FittedTable(names, cells, _spread(names, cells, width), hidden)
+        cells = _cut_tokens(names, cells, width, whole)  # only a token wider than the terminal is cut
+    return FittedTable(names, cells, _spread(names, cells, width, whole), hidden)
 
 
 def make_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
-               optional: Sequence[str] = (), stream: TextIO | None = None) -> Table:
-    """A rich table of strings (None cells shown empty) that fits `stream` (default stdout)."""
+               optional: Sequence[str] = (), whole: Sequence[str] = (), stream: TextIO | None = None) -> Table:
+    """A rich table of strings (None cells shown empty) that fits `stream` (default stdout): `optional` columns
+    are hidden first where it does not fit, the lines of `whole` columns never wrap."""
     width = output_width(stream or sys.stdout)
-    fitted = fit_table(columns, rows, width, optional)
+    fitted = fit_table(columns, rows, width, optional, whole)
     caption = None
     if fitted.hidden:
         caption = f"(to fit {width} columns: {', '.join(fitted.hidden)} hidden; --wide shows them)"
@@ -113,7 +115,7 @@ def make_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequenc
     table = Table(title=None if shown_title is None else Text(shown_title, style="italic"), caption=caption,
                   show_lines=False, header_style="bold", title_justify="left", caption_justify="left")
     for name, column_width in zip(fitted.columns, fitted.widths, strict=True):
-        table.add_column(Text(name), width=column_width, overflow="fold")
+        table.add_column(Text(name), width=column_width, overflow="fold", no_wrap=name in whole)
     for row in fitted.rows:
         table.add_row(*(Text(cell) for cell in row))
     return table
@@ -130,9 +132,9 @@ def stdout_console() -> Console:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
-                optional: Sequence[str] = ()) -> None:
-    """Print a table on stdout, fitted to its width (see the module's docstring)."""
-    table = make_table(title, columns, rows, optional=optional)
+                optional: Sequence[str] = (), whole: Sequence[str] = ()) -> None:
+    """Print a table on stdout, fitted to its width (see the module's docstring and `make_table`)."""
+    table = make_table(title, columns, rows, optional=optional, whole=whole)
     Console(width=output_width(sys.stdout) or max(table_width(table), 20)).print(table)
 
 
@@ -149,21 +151,27 @@ def _total(widths: Sequence[int]) -> int:
 
 
 def _natural(names: Sequence[str], cells: Sequence[Sequence[str]]) -> list[int]:
-    return [max([len(name), *(len(row[i]) for row in cells)]) for i, name in enumerate(names)]
+    return [max([len(name), *(_line_width(row[i]) for row in cells)]) for i, name in enumerate(names)]
+
+
+def _line_width(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
 
 
 def _longest_token(text: str) -> int:
     return max((len(token) for token in text.split()), default=0)
 
 
-def _minimal(names: Sequence[str], cells: Sequence[Sequence[str]]) -> list[int]:
-    """The narrowest each column can be without breaking a word of its header or a token of its cells."""
-    return [max([_longest_token(name), *(_longest_token(row[i]) for row in cells), 1]) for i, name in enumerate(names)]
+def _minimal(names: Sequence[str], cells: Sequence[Sequence[str]], whole: Sequence[str] = ()) -> list[int]:
+    """The narrowest each column can be without breaking a word of its header or a token of its cells (a line of
+    a `whole` column)."""
+    return [max([_longest_token(name), *((_line_width if name in whole else _longest_token)(row[i]) for row in cells),
+                 1]) for i, name in enumerate(names)]
 
 
-def _spread(names: Sequence[str], cells: Sequence[Sequence[str]], width: int) -> list[int]:
+def _spread(names: Sequence[str], cells: Sequence[Sequence[str]], width: int, whole: Sequence[str]) -> list[int]:
     """Column widths: each at least its longest token, the room left given to the columns that wrap most."""
-    natural, widths = _natural(names, cells), _minimal(names, cells)
+    natural, widths = _natural(names, cells), _minimal(names, cells, whole)
     room = width - _total(widths)
     while room > 0:
         short = [i for i in range(len(widths)) if widths[i] < natural[i]]
@@ -220,11 +228,12 @@ def _cut(limit: int, token: str) -> str:
     return token if len(token) <= limit else token[: limit - 1] + "…"
 
 
-def _shorten_paths(names: Sequence[str], cells: list[list[str]], width: int) -> list[list[str]]:
+def _shorten_paths(names: Sequence[str], cells: list[list[str]], width: int,
+                   whole: Sequence[str]) -> list[list[str]]:
     """Shorten the longest path tokens, widest column first, until the table's narrowest layout fits."""
-    done: set[int] = set()
+    done: set[int] = {i for i, name in enumerate(names) if name in whole}
     while True:
-        minimal = _minimal(names, cells)
+        minimal = _minimal(names, cells, whole)
         excess = _total(minimal) - width
         candidates = [i for i in range(len(names)) if i not in done and minimal[i] > PATH_FLOOR
                       and any(_is_path(t) and len(t) == minimal[i] for row in cells for t in row[i].split())]
@@ -239,14 +248,17 @@ def _shorten_paths(names: Sequence[str], cells: list[list[str]], width: int) -> 
             done.add(column)
 
 
-def _cut_tokens(names: Sequence[str], cells: list[list[str]], width: int) -> list[list[str]]:
+def _cut_tokens(names: Sequence[str], cells: list[list[str]], width: int, whole: Sequence[str]) -> list[list[str]]:
     """The last resort: cut the widest column's longest tokens (`abcdefgh…`) until the narrowest layout fits."""
     for _ in range(len(names) * 8):
-        minimal = _minimal(names, cells)
+        minimal = _minimal(names, cells, whole)
         excess = _total(minimal) - width
         if excess <= 0:
             break
-        column = max(range(len(names)), key=lambda i: minimal[i])
+        cuttable = [i for i in range(len(names)) if names[i] not in whole]
+        if not cuttable:
+            break
+        column = max(cuttable, key=lambda i: minimal[i])
         limit = max(TOKEN_FLOOR, minimal[column] - excess, _longest_token(names[column]))
         if limit >= minimal[column]:
             break

@@ -38,13 +38,11 @@ from orchestra_ops.runner.prepare import PreparedRun
 from orchestra_ops.runner.profile import ProfileWriter
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.run_events import EventLog
-from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, SCORES_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.task_context import RunContext
 from orchestra_ops.runner.tee import LOG_FILE, TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
-
-SCORES_FILE = "scores.json"
 
 
 @dataclass

@@ -6,6 +6,7 @@ finished for `stall_after_s` (default: the larger of 10 minutes and 5x the p99 t
 it writes a stall report (each task in flight, the call it waits on, the replica, for how long) to
 eval.log and live.json (state `stalled`) and sends a `stall` event. The state goes back to
 `running` when a task finishes. At the end, `finish(state)` writes `finished`, `stopped` or `crashed`.
+`elapsed_total_s` adds this invocation's wall time to that of the run dir's earlier ones (`ops runs`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ class RunMonitor:
     _latencies: list[float] = field(default_factory=list)
     _last_finish: float = field(default_factory=time.monotonic)
     _stall: dict[str, Any] | None = None
+    _clock: float = field(default_factory=time.monotonic)
+    _before_s: float = 0.0  # wall time of the earlier invocations of this run dir (--resume, a restart)
+
+    def __post_init__(self) -> None:
+        previous = _read(self.run_dir / LIVE_FILE)
+        if previous.get("pid") != self.pid:
+            self._before_s = float(previous.get("elapsed_total_s") or 0.0)
 
     def task_finished(self, latency_s: float) -> None:
         self._latencies.append(latency_s)
@@ -95,6 +103,8 @@ class RunMonitor:
                 "started": _iso(self.started), "updated": _iso(time.time()), "updated_epoch": round(time.time(), 3),
                 "done": ok, "failed": failed, "total": total, "in_flight": self.progress.in_flight,
                 "rate": round(self.progress.rate(now), 3), "eta_s": None if eta is None else round(eta, 1),
+                "elapsed_s": round(now - self._clock, 1),
+                "elapsed_total_s": round(self._before_s + now - self._clock, 1),
                 "stall": self._stall}
         try:
             atomic_write_text(self.run_dir / LIVE_FILE, _dumps(live))
@@ -106,6 +116,24 @@ class RunMonitor:
     def finish(self, state: str) -> None:
         self._stall = None
         self.write(state)
+
+
+def elapsed_s(live: dict[str, Any], *, active: bool) -> float | None:
+    """Wall time of a run dir over all its invocations, from its live.json (None: no live.json); an active run
+    counts on from its last tick."""
+    total = live.get("elapsed_total_s")
+    if not isinstance(total, (int, float)):
+        return None
+    since = time.time() - float(live.get("updated_epoch") or time.time()) if active else 0.0
+    return float(total) + max(since, 0.0)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _create_time(pid: int) -> float | None:

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.core import procs
+from orchestra_ops.core.headline import stored_headline
 from orchestra_ops.errors import ConfigError, LaunchError
 from orchestra_ops.fleet.backends.slurmctl import JobInfo, SlurmCli
-from orchestra_ops.runner.monitor import LIVE_FILE
+from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
-from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info, write_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, SCORES_FILE, read_json_object, read_run_info, write_run_info
 from orchestra_ops.supervise.supervisor import request_stop
 
 ACTIVE = frozenset({"starting", "running", "stalled", "restarting"})
@@ -53,6 +54,8 @@ class RunRow:
     restarts: int
     reason: str | None = None
     stall: dict[str, Any] | None = None
+    score: str | None = None  # the headline of scores.json: each model's score ± its 95 % interval
+    elapsed_s: float | None = None  # wall time over every invocation of the run dir
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,7 +91,16 @@ def run_row(run_dir: Path, slurm: SlurmCli | None = None) -> RunRow:
                   state=state, done=done, failed=len(final) - done, total=total,
                   rate=live.get("rate") if active else None, eta_s=live.get("eta_s") if active else None,
                   where=where, attempts=len(attempts), restarts=int((supervisor or {}).get("restarts", 0)),
-                  reason=reason, stall=live.get("stall") if state == "stalled" else None)
+                  reason=reason, stall=live.get("stall") if state == "stalled" else None,
+                  score=run_score(run_dir), elapsed_s=elapsed_s(live, active=active))
+
+
+def run_score(run_dir: Path) -> str | None:
+    """Each model's score ± its interval, one line each, as the run's scores.json has it (None: no scores yet)."""
+    headline = stored_headline(read_json_object(run_dir / SCORES_FILE))
+    if headline is None:
+        return None
+    return "\n".join(headline.parts()[: len(headline.scores)]) or headline.note or None
 
 
 def _state(run_dir: Path, supervisor: dict[str, Any] | None, live: dict[str, Any],

@@ -28,9 +28,9 @@ def test_concurrency_cap_is_exact_and_every_task_is_recorded(tmp_path: Path,
     assert all(r["status"] == "ok" and r["answer"] for r in records)
     # the console: the banner, one TASK_COMPLETE per task, progress, the result line; all of it also in eval.log,
     # which has the routing table besides (the console with -v)
-    assert proc.stdout.splitlines()[:2] == ["ops eval chat on config: 36 samples, 36 to run (new run)",
-                                           "models called: m [3 replicas]"]
-    assert proc.stdout.splitlines()[-1].startswith("chat: 36 of 36 answered (chat grades nothing) · 36/36 ok · ")
+    assert proc.stdout.splitlines()[:2] == ["ops eval chat on mc: 36 samples, 36 to run (new run)",
+                                           f"models called: m [{len(sims)} replicas]"]
+    assert proc.stdout.splitlines()[-1].startswith("chat: 36/36 answered, not graded · 36/36 ok · ")
     assert f"m [model] -> 127.0.0.1:{sims[0].port}" not in proc.stdout
     assert f"m [model] -> 127.0.0.1:{sims[0].port}" in (run_dir / "eval.log").read_text()
     assert proc.stdout.count("[TASK_COMPLETE] id=") == 36

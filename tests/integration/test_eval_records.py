@@ -36,7 +36,9 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     assert 0 < failed < 60
     scores = json.loads((run_dir / "scores.json").read_text())
     assert scores == {"suite": "chat", "model": "m", "units": 60, "ok": ok, "failed": failed,
-                      "failed_by_type": {"http_500": failed}, "missing": 0}
+                      "failed_by_type": {"http_500": failed}, "missing": 0,
+                      "headline_scores": {"metric": "answered", "scores": [], "differences": [],
+                                          "note": f"{ok}/60 answered, not graded"}}
     assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in (run_dir / "eval.log").read_text()
     assert f" · {ok}/60 ok, {failed} failed (--retry-failed reruns them) · " in out.stdout.splitlines()[-1]
 

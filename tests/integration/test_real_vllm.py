@@ -270,7 +270,8 @@ def test_eval_chat_and_gsm8k_finish_every_id_once(fleet: Fleet) -> None:
     assert {r["replica"] for r in records} == {f"127.0.0.1:{port}" for port in fleet.ports}
     scores = json.loads((fleet.cwd / "runs/chat/scores.json").read_text())
     assert scores == {"suite": "chat", "model": "tiny", "units": 8, "ok": 8, "failed": 0, "failed_by_type": {},
-                      "missing": 0}
+                      "missing": 0, "headline_scores": {"metric": "answered", "scores": [], "differences": [],
+                                                        "note": "8/8 answered, not graded"}}
 
     gsm8k = fleet.ops("eval", "gsm8k", "--model", "tiny", "--topology", NAME, "--limit", "4", "--max-tokens", "16",
                       "--no-analyze", "--run-dir", "runs/gsm8k")
