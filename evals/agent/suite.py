@@ -30,6 +30,7 @@ from orchestra_ops.client.tokenizer import declared_tokenizer
 from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
+from orchestra_ops.runner.generation import apply_shorthands, explicit_keys, generation_options
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import Alert, BaseSuite, SuiteOption, TaskContext, templates_of
 from orchestra_ops.runner.templates import packaged
@@ -54,8 +55,9 @@ TEMPLATE_FIELDS = {
 def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
     options = [
         SuiteOption("max_rounds", "--max-rounds", "int", "Rounds per task; no answer by then is a wrong answer.",
-                    default=50, minimum=1),
-        SuiteOption("judge", "--judge", "str", "The role or model that judges answers.", default="judge"),
+                    default=50, minimum=1, everyday=True),
+        SuiteOption("judge", "--judge", "str", "The role or model that judges answers.", default="judge",
+                    everyday=True),
         SuiteOption("answer_format", "--answer-format", "choice",
                     "How the answer expert marks its answer: <answer> tags, \\boxed{}, or auto (\\boxed{} for "
                     "Qwen2.5-Math models, <answer> otherwise).", default="auto", choices=ANSWER_FORMATS),
@@ -64,8 +66,10 @@ def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
         SuiteOption("budgets", "--budget", "str", "NAME=TOKENS: a context budget (orchestrator_context, "
                     "orchestrator_code, expert_context, expert_code, answer_code, *_doc_chars).",
                     multiple=True, default=()),
-        SuiteOption("sampling", "--sampling", "str", "CALL.KEY=VALUE: a sampling parameter of orchestrator, search, "
-                    "reasoner, answer or judge calls (JSON value; empty removes it).", multiple=True, default=()),
+        SuiteOption("sampling", "--sampling", "str", "ROLE.KEY=VALUE: a sampling parameter of orchestrator, search, "
+                    "reasoner, answer or judge calls (JSON value; empty removes it; e.g. judge.temperature=0).",
+                    multiple=True, default=(), everyday=True),
+        *generation_options(evaluated="the orchestrator"),
         SuiteOption("judge_attempts", "--judge-attempts", "int", "Judge replies that do not parse are asked "
                     "again up to this many times in all, then the task is a grader_error.", default=3, minimum=1),
         SuiteOption("exec_timeout", "--exec-timeout", "float", "Wall-time seconds of one program in the sandbox.",
@@ -168,6 +172,8 @@ class AgentSuite(BaseSuite):
             raise ConfigError(f"the {self.name} suite searches with the retrieval service "
                               f"'{self.protocol.retrieval_services[-1]}', which {routing.source} does not declare")
         calls = sampling(options.get("sampling") or ())
+        calls["orchestrator"] = apply_shorthands(calls["orchestrator"], options,
+                                                 explicit_keys(options.get("sampling") or (), "orchestrator"))
         if judge_protocol == "cais":
             keys = [s.split("=")[0].split(".", 1)[1] for s in options.get("sampling") or () if s.startswith("judge.")]
             calls["judge"] = {**CAIS_JUDGE_SAMPLING, **{k: calls["judge"][k] for k in keys if k in calls["judge"]}}

@@ -1,9 +1,9 @@
 """The `chat` suite: send each sample's prompt to one role or model and store the answer.
 
 Dataset lines: `{"id": …, "prompt": "text" | [{"role": …, "content": …}, …]}`, optionally with
-`"params": {…}` (merged into the request, e.g. max_tokens). `--model NAME` picks the role or
-model; with only one declared, it is the default. The smallest real suite: tests, smoke runs and
-capacity checks use it.
+`"params": {…}` (merged into the request, e.g. max_tokens; over --temperature and --max-tokens).
+`--model NAME` picks the role or model; with only one declared, it is the default. The smallest real
+suite: tests, smoke runs and capacity checks use it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from orchestra_ops.client.routing import Routing
 from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
+from orchestra_ops.runner.generation import apply_shorthands, generation_options
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, TaskContext, unit_counts
 
@@ -27,9 +28,11 @@ class ChatSuite(BaseSuite):
     name = "chat"
     calls_per_task = 1
     dataset_example = '{"id": "q1", "prompt": "What is the capital of France?"}'
+    options = generation_options(evaluated="the model")
 
     def __init__(self) -> None:
         self.model = ""
+        self.params: dict[str, Any] = {}  # --temperature / --max-tokens; a sample's own "params" win
 
     def load(self, path: Path, *, dedupe: bool) -> list[Sample]:
         """The JSONL lines, each with a `prompt` the suite can send: a dataset of other fields (a `question`)
@@ -56,12 +59,13 @@ class ChatSuite(BaseSuite):
             model = chat_roles[0]
         routing.chat_target(str(model))
         self.model = str(model)
+        self.params = apply_shorthands({}, options)
         return [self.model]
 
     async def run(self, sample: Sample, ctx: TaskContext) -> dict[str, Any]:
         messages = to_messages(sample.get("prompt"))
         raw = sample.get("params")
-        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        params: dict[str, Any] = {**self.params, **(raw if isinstance(raw, dict) else {})}
         result = await ctx.chat(self.model, messages, **params)
         return {"answer": result.content, "finish_reason": result.finish_reason,
                 "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},

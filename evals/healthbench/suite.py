@@ -58,6 +58,7 @@ from orchestra_ops.client.routing import Routing
 from orchestra_ops.core.headline import Z95, Headline, ModelScore
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
+from orchestra_ops.runner.generation import apply_shorthands, explicit_keys, generation_options, parse_sampling
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of, unit_counts
 from orchestra_ops.runner.templates import Template, packaged
@@ -66,6 +67,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 400
 _DEFAULTS = JudgeSettings(name="judge")
+SAMPLED_ROLES = ("candidate", "judge")  # --sampling ROLE.KEY=VALUE
 
 
 class HealthBenchSuite(BaseSuite):
@@ -81,7 +83,7 @@ class HealthBenchSuite(BaseSuite):
     options = (
         SuiteOption("responses", "--responses", "path",
                     "Grade these responses instead of calling the candidate: JSONL of {prompt_id, response}."),
-        SuiteOption("judge", "--judge", "str", "The role or model that grades.", default="judge"),
+        SuiteOption("judge", "--judge", "str", "The role or model that grades.", default="judge", everyday=True),
         SuiteOption("judge_concurrency", "--judge-concurrency", "int",
                     "Judge calls in flight at once, shared by every example in flight (--concurrency examples).",
                     default=DEFAULT_JUDGE_CONCURRENCY, minimum=1),
@@ -98,6 +100,7 @@ class HealthBenchSuite(BaseSuite):
                     "The candidate's temperature (default: the model's request_defaults).", minimum=0),
         SuiteOption("candidate_max_tokens", "--candidate-max-tokens", "int",
                     "The candidate's max_tokens (default: the model's request_defaults).", minimum=1),
+        *generation_options(SAMPLED_ROLES, evaluated="the candidate"),
     )
 
     def __init__(self) -> None:
@@ -114,9 +117,15 @@ class HealthBenchSuite(BaseSuite):
     def prepare(self, routing: Routing, options: Mapping[str, Any]) -> list[str]:
         if len(options.get("models") or ()) > 1:
             raise ConfigError("the healthbench suite grades one candidate; give --model once")
-        self.judge = JudgeSettings(name=str(options["judge"]), temperature=float(options["judge_temperature"]),
-                                   max_tokens=int(options["judge_max_tokens"]), system=str(options["judge_system"]),
-                                   attempts=int(options["judge_attempts"]))
+        items = list(options.get("sampling") or ())
+        sampled = parse_sampling(items, SAMPLED_ROLES, base={"judge": {
+            "temperature": options["judge_temperature"], "max_tokens": options["judge_max_tokens"]}})
+        judge = sampled["judge"]
+        self.judge = JudgeSettings(name=str(options["judge"]),
+                                   temperature=float(judge.pop("temperature", _DEFAULTS.temperature)),
+                                   max_tokens=int(judge.pop("max_tokens", _DEFAULTS.max_tokens)),
+                                   system=str(options["judge_system"]), attempts=int(options["judge_attempts"]),
+                                   extra=tuple(sorted(judge.items())))
         self.template = templates_of(options)["grader"]
         routing.chat_target(self.judge.name, flag="--judge", avoid=(str(options.get("model") or "candidate"),),
                             purpose="the grader of every rubric item")
@@ -135,9 +144,11 @@ class HealthBenchSuite(BaseSuite):
                 log.warning("the candidate '%s' and the judge '%s' are one model: they share its replicas and the "
                             "judge's cap", self.candidate, self.judge.name)
             names.insert(0, self.candidate)
-            self.candidate_params = {key: options[flag] for key, flag in
-                                     (("temperature", "candidate_temperature"), ("max_tokens", "candidate_max_tokens"))
-                                     if options.get(flag) is not None}
+            given = {key: options[flag] for key, flag in
+                     (("temperature", "candidate_temperature"), ("max_tokens", "candidate_max_tokens"))
+                     if options.get(flag) is not None}
+            self.candidate_params = {**apply_shorthands(given, options, explicit_keys(items, "candidate")),
+                                     **sampled["candidate"]}
         return names
 
     def units(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:

@@ -104,9 +104,9 @@ class OpenCompassMultiSuite(BaseSuite):
         SuiteOption("dataset_dirs", "--dataset-dir", "str", "NAME=PATH: that suite's dataset (default: ROOT/NAME "
                     "under --dataset, else its bundled set).", multiple=True),
         SuiteOption("max_tokens", "--max-tokens", "int", "max_tokens of every request (default: each suite's own).",
-                    minimum=1),
+                    minimum=1, everyday=True),
         SuiteOption("temperature", "--temperature", "float", "Sampling temperature (0: greedy).", default=0.0,
-                    minimum=0),
+                    minimum=0, everyday=True),
         SuiteOption("reasoning", "--reasoning", "choice", "A reply's reasoning_content: kept before the answer as "
                     f"'reasoning{THINK_TAG}answer' (OpenCompass's default) or dropped.", default="keep",
                     choices=("keep", "drop")),

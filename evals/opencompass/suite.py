@@ -41,9 +41,9 @@ THINK_TAG = "</think>"
 def common_options(max_tokens: int) -> tuple[SuiteOption, ...]:
     return (
         SuiteOption("max_tokens", "--max-tokens", "int", "max_tokens of each request (OpenCompass's max_out_len).",
-                    default=max_tokens, minimum=1),
+                    default=max_tokens, minimum=1, everyday=True),
         SuiteOption("temperature", "--temperature", "float", "Sampling temperature (0: greedy, OpenCompass's "
-                    "reproducible setting).", default=0.0, minimum=0),
+                    "reproducible setting).", default=0.0, minimum=0, everyday=True),
         SuiteOption("reasoning", "--reasoning", "choice", "A reply's reasoning (vLLM's message.reasoning): kept "
                     f"before the answer as 'reasoning{THINK_TAG}answer' (OpenCompass's default) or dropped.",
                     default="keep", choices=("keep", "drop")),

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from orchestra_ops.cli.suite_help import SuiteCommand, everyday_options
 from orchestra_ops.errors import ConfigError, OpsError
 from orchestra_ops.runner.tee import TeeHandler, TeeLog
 from orchestra_ops.supervise.supervisor import SUPERVISED_ENV
@@ -122,7 +123,8 @@ def suite_command(name: str, suite: Any) -> click.Command:
     templates = ", ".join(sorted(suite.template_files))
     if templates:
         doc += f"\n\nTemplates (--template NAME=PATH): {templates}."
-    return click.Command(name, params=[*COMMON_OPTIONS, *own], callback=_runner(name, suite), help=doc)
+    return SuiteCommand(name, params=[*COMMON_OPTIONS, *own], callback=_runner(name, suite), help=doc,
+                        everyday=everyday_options(suite))
 
 
 def _click_option(option: Any) -> click.Option:

@@ -50,7 +50,8 @@ class Alert(str):
 class SuiteOption:
     """One flag of `ops eval SUITE`, declared by the suite (the CLI turns it into a click option).
 
-    `name` is the key in the options mapping `prepare` receives; `flag` the command-line spelling.
+    `name` is the key in the options mapping `prepare` receives; `flag` the command-line spelling;
+    `everyday` lists it among the common options of `ops eval SUITE --help` (the rest: advanced).
     """
 
     name: str
@@ -61,6 +62,7 @@ class SuiteOption:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     multiple: bool = False
+    everyday: bool = False
 
 
 class UnitFailed(CallError):
