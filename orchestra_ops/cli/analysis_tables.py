@@ -7,8 +7,10 @@ from typing import Any
 
 from orchestra_ops.analysis.report import LATENCY_COLUMNS, latency_rows
 from orchestra_ops.cli.render import print_table
+from orchestra_ops.core.headline import stored_headline
 
 LATENCY_HEADER = ["", *LATENCY_COLUMNS[:-1], "<5s", "errors"]
+LATENCY_OPTIONAL = ("p10", "p25", "p95", "std", "min", "<5s", "errors", "max", "p90")  # hidden first where narrow
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -20,10 +22,17 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 
 def print_analysis(stats: Mapping[str, Any]) -> None:
-    recomputed = stats["scores"]["recomputed"]
-    score_rows = [[f"{recomputed['metric']} (results.jsonl)", fmt(recomputed["value"]),
-                   f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"]]
     suite_scores = stats["scores"].get("suite") or {}
+    headline = stored_headline(suite_scores)
+    if headline is not None:
+        print_table(f"result: {headline.metric}", ["", "score (95 % interval)"],
+                    headline.rows() or [("", headline.note)], whole=("score (95 % interval)",))
+    score_rows = []
+    models = (stats.get("run_json") or {}).get("models") or []
+    if len(models) <= 1:  # with several models a score recomputed over every result would pool them
+        recomputed = stats["scores"]["recomputed"]
+        score_rows.append([f"{recomputed['metric']} (results.jsonl)", fmt(recomputed["value"]),
+                           f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"])
     score_rows += [[f"{k} (scores.json)", fmt(v), ""] for k, v in suite_scores.items()
                    if isinstance(v, (int, float, str)) or v is None]
     print_table("scores", ["score", "value", "note"], score_rows)
@@ -34,16 +43,15 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
         ["calls / s (busy time)", fmt(throughput["calls_per_s"])],
         ["tasks / s (busy time)", fmt(throughput["tasks_per_s"])],
         ["busy time (s)", fmt(throughput["busy_s"])]])
-    print_table("latency (s): tasks, end to end", LATENCY_HEADER, latency_rows({"tasks": tasks["latency"]}))
-    print_table("latency (s): model calls per role", LATENCY_HEADER, latency_rows(stats["by_role"]))
-    print_table("latency (s): model calls per model", LATENCY_HEADER, latency_rows(stats["by_model"]))
+    _latency_table("latency (s): tasks, end to end", {"tasks": tasks["latency"]})
+    _latency_table("latency (s): model calls per role", stats["by_role"])
+    _latency_table("latency (s): model calls per model", stats["by_model"])
     if stats["by_tool"]["e2e"]:
-        print_table("latency (s): tools, end to end", LATENCY_HEADER, latency_rows(stats["by_tool"]["e2e"]))
+        _latency_table("latency (s): tools, end to end", stats["by_tool"]["e2e"])
     if stats["by_tool"]["expert"]:
-        print_table("latency (s): tools, the expert call alone", LATENCY_HEADER,
-                    latency_rows(stats["by_tool"]["expert"]))
+        _latency_table("latency (s): tools, the expert call alone", stats["by_tool"]["expert"])
     for tool, parts in stats["tool_parts"].items():
-        print_table(f"latency (s): tool '{tool}', its parts", LATENCY_HEADER, latency_rows(parts))
+        _latency_table(f"latency (s): tool '{tool}', its parts", parts)
     print_table("tokens", ["", "prompt (sum)", "prompt (mean)", "completion (sum)", "completion (mean)"],
                 [[f"{kind} {name}", row["prompt_tokens"]["sum"], fmt(row["prompt_tokens"]["mean"]),
                   row["completion_tokens"]["sum"], fmt(row["completion_tokens"]["mean"])]
@@ -55,6 +63,10 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
     if tasks["slowest"]:
         print_table("slowest tasks", ["id", "elapsed (s)", "status", "error"],
                     [[t["id"], fmt(t["elapsed"]), t["status"], t.get("error_type", "")] for t in tasks["slowest"]])
+
+
+def _latency_table(title: str, groups: Mapping[str, Any]) -> None:
+    print_table(title, LATENCY_HEADER, latency_rows(groups), optional=LATENCY_OPTIONAL)
 
 
 def print_comparison(result: Mapping[str, Any]) -> None:

@@ -55,12 +55,17 @@ class Headline:
                    scores=[ModelScore(**s) for s in data.get("scores") or []],
                    differences=[ScoreDifference(**d) for d in data.get("differences") or []])
 
+    def rows(self) -> list[tuple[str, str]]:
+        """(who, value) for each score (`answer`, `70.0% ± 20.1`) and difference (`ft − answer`,
+        `+2.5 [−8.3, +13.3]`), in order."""
+        rows = [(_label(s.model, s.dataset), format_score(s.score, s.half_width)) for s in self.scores]
+        rows += [(_label(f"{d.model} − {d.baseline}", d.dataset), format_difference(d.difference, d.low, d.high))
+                 for d in self.differences]
+        return rows
+
     def parts(self) -> list[str]:
         """Each score (`answer 70.0% ± 20.1`) and difference (`ft − answer +2.5 [−8.3, +13.3]`), in order."""
-        parts = [f"{_label(s.model, s.dataset)} {format_score(s.score, s.half_width)}" for s in self.scores]
-        parts += [f"{_label(f'{d.model} − {d.baseline}', d.dataset)} {format_difference(d.difference, d.low, d.high)}"
-                  for d in self.differences]
-        return parts
+        return [f"{who} {value}" for who, value in self.rows()]
 
     def text(self) -> str:
         """One line: `accuracy: answer 70.0% ± 20.1 (n=20), judge 50.0% ± 21.9 (n=20); judge − answer …`."""
@@ -123,3 +128,11 @@ def stored_headline(scores: Mapping[str, Any] | None) -> Headline | None:
         return Headline.from_json(data)
     except (TypeError, ValueError):
         return None
+
+
+def cost_of(scores: Mapping[str, Any] | None) -> float | None:
+    """The run's cost in dollars where scores.json has one (`cost`: a number, or a mapping with a total)."""
+    cost = (scores or {}).get("cost")
+    if isinstance(cost, Mapping):
+        cost = next((cost[key] for key in ("total_usd", "usd", "total") if key in cost), None)
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None

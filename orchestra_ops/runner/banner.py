@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.client.routing import Routing, Target
-from orchestra_ops.core.headline import stored_headline
+from orchestra_ops.core.headline import cost_of, stored_headline
 from orchestra_ops.runner.progress import format_wall
 
 BANNER_LINES = 6
@@ -96,11 +96,3 @@ def result_line(suite: str, scores: Mapping[str, Any] | None, *, ok: int, failed
         parts.append(f"${cost:,.2f}")
     parts.append(str(run_dir))
     return " · ".join(parts)
-
-
-def cost_of(scores: Mapping[str, Any] | None) -> float | None:
-    """The run's cost in dollars where scores.json has one (`cost`: a number, or a mapping with a total)."""
-    cost = (scores or {}).get("cost")
-    if isinstance(cost, Mapping):
-        cost = next((cost[key] for key in ("total_usd", "usd", "total") if key in cost), None)
-    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
