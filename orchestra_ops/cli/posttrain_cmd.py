@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.core.headline import format_difference, format_score
 
 BLOCK_EXIT = 1
 
@@ -45,8 +46,10 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
               cache_file: str | None, cache_sampled: bool, as_json: bool) -> None:
     """Evaluate adapter NAME=DIR against its base model on --datasets and print a pass/block verdict.
 
+    With PEFT's save_pretrained output in ./output, from the repository root:
+
     \b
-      ops posttrain --topology fleet.yaml --up --down --model base --adapter ft=./out/ckpt-200 \\
+      ops posttrain --topology topologies/local.yaml --up --model answer --adapter ft=./output \\
           --datasets gsm8k,mmlu --max-drop 1.0
     """
     from orchestra_ops.cli.eval_cmd import cache_path
@@ -71,15 +74,11 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
 def _render(result: dict[str, Any]) -> None:
     rows = []
     for name, row in result["datasets"].items():
-        ci = row["ci95"]
-        rows.append((name, row["metric"], _pct(row["base"]), _pct(row["adapter"]),
-                     "-" if row["delta"] is None else f"{row['delta']:+.2f}",
-                     "-" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]", row["verdict"] or "-"))
+        low, high = row["ci95"] or (None, None)
+        rows.append((name, row["metric"], format_score(row["base"]), format_score(row["adapter"]),
+                     format_difference(row["delta"], low, high), row["verdict"] or "-"))
     adapter = result["adapter"]["name"]
     print_table(f"{adapter} vs {result['base']} (max drop {result['max_drop']:g} points)",
-                ["dataset", "metric", result["base"], adapter, "delta", "95% CI", "verdict"], rows)
+                ["dataset", "metric", result["base"], adapter, f"{adapter} − {result['base']} (95% CI)", "verdict"],
+                rows, whole=(f"{adapter} − {result['base']} (95% CI)",))
     click.echo(f"verdict: {result['verdict'].upper()}  ({result['run_dir']}/posttrain.json)")
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
