@@ -6,10 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestra_ops.analysis.report import LATENCY_COLUMNS, latency_rows
+from orchestra_ops.analysis.task_scores import BINARY_METRICS
 from orchestra_ops.cli.render import print_table
-from orchestra_ops.core.headline import stored_headline
+from orchestra_ops.core.headline import format_difference, format_score, stored_headline
 
 LATENCY_HEADER = ["", *LATENCY_COLUMNS[:-1], "<5s", "errors"]
+COMPARE_OPTIONAL = ("p50 A", "p50 B", "n B", "p90 Δ", "mean A", "mean B")
 LATENCY_OPTIONAL = ("p10", "p25", "p95", "std", "min", "<5s", "errors", "max", "p90")  # hidden first where narrow
 
 
@@ -82,11 +84,16 @@ def print_comparison(result: Mapping[str, Any]) -> None:
         print_table("score", ["", ""], [["no score difference", result["score_note"]]])
     else:
         interval = score["interval"]
+        if score["metric"] in BINARY_METRICS:  # a share: percent, the difference in points (one format everywhere)
+            a, b = format_score(100 * score["a"]), format_score(100 * score["b"])
+            delta = format_difference(100 * interval["difference"], 100 * interval["low"], 100 * interval["high"])
+        else:
+            a, b = fmt(score["a"]), fmt(score["b"])
+            delta = f"{fmt(interval['difference'])} [{fmt(interval['low'])}, {fmt(interval['high'])}]"
         rows = [["metric", score["metric"]], ["ids graded in both", score["shared_ids"]],
-                ["A (shared ids)", fmt(score["a"])], ["B (shared ids)", fmt(score["b"])],
-                ["B − A", fmt(interval["difference"])],
-                [f"{100 * interval['confidence']:.0f}% interval (paired bootstrap, {interval['resamples']})",
-                 f"[{fmt(interval['low'])}, {fmt(interval['high'])}]"]]
+                ["A (shared ids)", a], ["B (shared ids)", b],
+                [f"B − A ({100 * interval['confidence']:.0f}% interval, paired bootstrap, {interval['resamples']})",
+                 delta]]
         if "mcnemar" in score:
             m = score["mcnemar"]
             rows.append(["McNemar (exact)", f"p = {fmt(m['p_value'])} (A right/B wrong {m['a_right_b_wrong']}, "
@@ -100,7 +107,7 @@ def print_comparison(result: Mapping[str, Any]) -> None:
                                            "p50 B", "Δ p50", "p90 Δ", "p99 Δ"],
                     [[r["group"], r["name"], r["count_a"], r["count_b"], fmt(r["mean_a"]), fmt(r["mean_b"]),
                       _delta(r["mean_delta"]), fmt(r["p50_a"]), fmt(r["p50_b"]), _delta(r["p50_delta"]),
-                      _delta(r["p90_delta"]), _delta(r["p99_delta"])] for r in latency])
+                      _delta(r["p90_delta"]), _delta(r["p99_delta"])] for r in latency], optional=COMPARE_OPTIONAL)
 
 
 def _delta(value: float | None) -> str:

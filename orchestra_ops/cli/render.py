@@ -113,7 +113,8 @@ def make_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequenc
         caption = f"(to fit {width} columns: {', '.join(fitted.hidden)} hidden; --wide shows them)"
     shown_title = None if title is None else _relative_paths(title)
     table = Table(title=None if shown_title is None else Text(shown_title, style="italic"), caption=caption,
-                  show_lines=False, header_style="bold", title_justify="left", caption_justify="left")
+                  show_lines=False, header_style="bold", title_justify="left", caption_justify="left",
+                  min_width=min(len(shown_title or ""), width or 10_000))  # a title on one line where it fits
     for name, column_width in zip(fitted.columns, fitted.widths, strict=True):
         table.add_column(Text(name), width=column_width, overflow="fold", no_wrap=name in whole)
     for row in fitted.rows:
@@ -170,16 +171,15 @@ def _minimal(names: Sequence[str], cells: Sequence[Sequence[str]], whole: Sequen
 
 
 def _spread(names: Sequence[str], cells: Sequence[Sequence[str]], width: int, whole: Sequence[str]) -> list[int]:
-    """Column widths: each at least its longest token, the room left given to the columns that wrap most."""
+    """Column widths: each at least its longest token; the room left goes first to the columns that need least
+    to fit on one line (a short header, a number), then to the others."""
     natural, widths = _natural(names, cells), _minimal(names, cells, whole)
     room = width - _total(widths)
-    while room > 0:
-        short = [i for i in range(len(widths)) if widths[i] < natural[i]]
-        if not short:
-            break
-        widest = max(short, key=lambda i: natural[i] - widths[i])
-        widths[widest] += 1
-        room -= 1
+    for i in sorted(range(len(widths)), key=lambda i: natural[i] - widths[i]):
+        grant = min(room, natural[i] - widths[i])
+        if grant > 0:
+            widths[i] += grant
+            room -= grant
     return widths
 
 
