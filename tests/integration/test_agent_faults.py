@@ -148,7 +148,7 @@ def test_a_judge_that_never_parses_is_a_counted_grader_error(tmp_path: Path,
             for i, q in enumerate(chosen)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
-    out = _run([*topology, "--dataset", str(data), "--run-dir", str(run_dir)], env)
+    _run([*topology, "--dataset", str(data), "--run-dir", str(run_dir)], env)
     records = {r["id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
     judged = [row["id"] for i, row in enumerate(rows) if i % 2 == 0]
     assert {k for k, r in records.items() if r["status"] == "error"} == set(judged)

@@ -51,7 +51,7 @@ def test_second_run_makes_no_model_call_and_scores_the_same(tmp_path: Path, sim:
     eval_(config, first, "--cache-file", str(cache), "--no-analyze")
     calls_before = requests(server)
     assert calls_before == UNITS
-    proc = eval_(config, second, "--cache-file", str(cache))
+    eval_(config, second, "--cache-file", str(cache))
     assert requests(server) == calls_before  # not one request reached the engine
 
     events = profile(second)

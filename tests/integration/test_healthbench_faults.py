@@ -86,7 +86,8 @@ def test_grader_errors_are_counted_left_out_and_retry_failed_re_asks_only_them(
     assert scores["failed_by_type"] == {"grader_error": len(failed)}
     assert scores["metrics"]["overall_score:n_samples"] == 64 - len(failed)  # left out, not scored as unmet
     assert (f"left out of the scores: {len(failed)} failed example(s) (grader_error {len(failed)}); "
-            f"{expected_errors} rubric item(s) had no valid verdict after 1 attempt(s)") in (run_dir / "eval.log").read_text()
+            f"{expected_errors} rubric item(s) had no valid verdict after 1 attempt(s)") in \
+        (run_dir / "eval.log").read_text()
     status = json.loads(run_ops(["eval-status", str(run_dir), "--json"]).stdout)
     assert status["failed_by_type"] == {"grader_error": len(failed)}
 

@@ -204,8 +204,8 @@ def test_toolorchestra_protocol_routes_call_expert_to_the_alias_roles(tmp_path: 
         task_path = tmp_path / "tasks.json"
         task_path.write_text(json.dumps([delegated, by_id["ask_for_human"], by_id["invalid_tools"]]))
         run_dir = tmp_path / "run"
-        out = _eval(["--topology", str(topology), "--run-dir", str(run_dir), "--task-file", str(task_path),
-                     "--protocol", "toolorchestra", "--max-errors", "4"], {"OPS_HOME": str(home)})
+        _eval(["--topology", str(topology), "--run-dir", str(run_dir), "--task-file", str(task_path),
+               "--protocol", "toolorchestra", "--max-errors", "4"], {"OPS_HOME": str(home)})
     assert "call_expert aliases: expert-1 -> strong, expert-2 -> strong, expert-3 -> strong" in \
         (run_dir / "eval.log").read_text()
     records = {r["task_id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
