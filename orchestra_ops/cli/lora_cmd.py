@@ -14,10 +14,10 @@ def lora() -> None:
     With PEFT's save_pretrained output in ./output, on a fleet that is up (topologies/local.yaml):
 
     \b
-      ops lora load ft ./output --model answer              load into every replica, all or none
-      ops eval gsm8k --model answer --model ft --limit 20   base and adapter side by side
-      ops lora list                                         what each replica serves
-      ops lora unload ft                                    out of every replica and the endpoints file
+      ops lora load ft ./output --model answer     load into every replica, all or none
+      ops eval gsm8k --model answer --model ft --limit 20 --run-dir runs/gsm8k-ft
+      ops lora list                                what each replica serves
+      ops lora unload ft                           out of every replica and the endpoints file
 
     The model needs `runtime_lora: true` in the topology; adapters in `lora_modules` load at `ops up`.
     """
