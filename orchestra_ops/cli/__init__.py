@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from orchestra_ops import __version__
+from orchestra_ops.cli.render import wide_option
 from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import Interrupted, OpsError, TopologyError
 
@@ -112,6 +113,7 @@ def report_error(exc: OpsError) -> None:
 @click.group(cls=OpsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ops")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@wide_option
 def main(verbose: int) -> None:
     """orchestra-ops: bring up LLM fleets from one topology file and evaluate on them.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import echo_json, print_table, stderr_console, wide_option
 
 
 @click.group("lora")
@@ -36,6 +36,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
               help="Seconds a replica may take to load it.")
 @_TOPOLOGY
 @_JSON
+@wide_option
 def load(name: str, path: str, model: str | None, timeout: float, topology: str | None, as_json: bool) -> None:
     """Load adapter NAME from directory PATH into every replica of a running model (all or none)."""
     from orchestra_ops.lora.runtime import load_adapter
@@ -59,6 +60,7 @@ def load(name: str, path: str, model: str | None, timeout: float, topology: str 
 @click.option("--model", help="Unload from every replica of this model even if `ops lora load` did not load it.")
 @_TOPOLOGY
 @_JSON
+@wide_option
 def unload(name: str, model: str | None, topology: str | None, as_json: bool) -> None:
     """Unload adapter NAME from every replica that serves it; it leaves the endpoints file."""
     from orchestra_ops.lora.runtime import unload_adapter
@@ -75,6 +77,7 @@ def unload(name: str, model: str | None, topology: str | None, as_json: bool) ->
 @lora.command("list")
 @_TOPOLOGY
 @_JSON
+@wide_option
 def list_(topology: str | None, as_json: bool) -> None:
     """The adapters each model replica serves now (from its /v1/models)."""
     from orchestra_ops.lora.runtime import list_adapters

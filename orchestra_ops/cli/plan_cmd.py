@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import echo_json, print_table, stderr_console, wide_option
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.argv_check_nodes import check_file
 from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
@@ -19,6 +19,7 @@ from orchestra_ops.fleet.plan import plan as make_plan
 @click.option("--reproduce", is_flag=True, help="Print the shell line that starts each process by hand.")
 @click.option("--check", "check_engines", is_flag=True,
               help="Also have each node's own vLLM parse the exact command of every vLLM model (as `ops up` does).")
+@wide_option
 def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_engines: bool) -> None:
     """Validate TOPOLOGY and list every process `ops up` would start. Starts nothing."""
     topo = load_topology(topology)

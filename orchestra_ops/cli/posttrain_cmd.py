@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.cli.render import echo_json, print_table, wide_option
 from orchestra_ops.core.headline import format_difference, format_score
 
 BLOCK_EXIT = 1
@@ -40,6 +40,7 @@ BLOCK_EXIT = 1
 @click.option("--cache-file", type=click.Path(dir_okay=False), help="The response cache's file (implies --cache).")
 @click.option("--cache-sampled", is_flag=True, help="Cache requests with temperature > 0 too.")
 @click.option("--json", "as_json", is_flag=True, help="Print posttrain.json instead of the table.")
+@wide_option
 def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: float, timeout: float, up: bool,
               down: bool, run_dir: str | None, dataset_root: str | None, dataset_dirs: tuple[str, ...],
               concurrency: int, max_tokens: int | None, sample: int | None, seed: int | None, cache: bool,

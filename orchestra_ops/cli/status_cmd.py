@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.cli.render import echo_json, print_table, wide_option
 from orchestra_ops.fleet.views import status as fleet_status
 
 
 @click.command()
 @click.argument("topology", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@wide_option
 def status(topology: str | None, as_json: bool) -> None:
     """Show the processes of TOPOLOGY (default: the most recent one up) on every node."""
     report = fleet_status(topology)

@@ -7,7 +7,7 @@ A suite is a class deriving from `BaseSuite` that declares, as data:
     template_files   its prompt templates: name -> the packaged file (`--template NAME=PATH` replaces one)
     template_fields  the placeholders each template must contain (checked when it is loaded)
     summary_fields   record fields shown on each `[TASK_COMPLETE]` line (e.g. `correct`)
-    dataset_example  one line (or row) of the dataset it reads: bad-input errors and the README quote it
+    dataset_example  one line of the dataset it reads, as its bad-input errors quote it
 
 and implements `prepare` (check options against the routing, return every name it will call) and
 `run` (one unit of work). Optional hooks with defaults: `load` (dataset file -> samples), `units`
@@ -164,7 +164,7 @@ class BaseSuite:
     template_files: Mapping[str, str] = {}
     template_fields: Mapping[str, tuple[str, ...]] = {}  # placeholders each template must contain
     summary_fields: tuple[str, ...] = ()
-    dataset_example: str = ""  # one line (or row) of the dataset it reads, as errors and the README show it
+    dataset_example: str = ""  # one line of the dataset it reads, as its bad-input errors quote it
 
     def load(self, path: Path, *, dedupe: bool) -> list[Sample]:
         return load_dataset(path, dedupe=dedupe)
