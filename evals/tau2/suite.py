@@ -24,7 +24,7 @@ from orchestra_ops.evals.agent.suite import parse_pairs
 from orchestra_ops.evals.tau2 import metrics, toolorchestra
 from orchestra_ops.evals.tau2.domain import Domain
 from orchestra_ops.evals.tau2.environment import DOMAIN_NAMES, fresh_env, get_domain
-from orchestra_ops.evals.tau2.llm_args import ROLES, llm_args
+from orchestra_ops.evals.tau2.llm_args import JUDGE_DEFAULT, ROLES, llm_args
 from orchestra_ops.evals.tau2.loop import LoopSettings, Simulation, now, simulate
 from orchestra_ops.evals.tau2.reward import NORMAL_ENDINGS, evaluate
 from orchestra_ops.evals.tau2.tasks import DomainData, domain_dir, load_domain_data, render_scenario, reward_basis
@@ -262,7 +262,7 @@ class Tau2Suite(BaseSuite):
         prompt = self.templates["nl_judge"].render(conversation=conversation, assertions=repr(assertions))
         messages = [{"role": "system", "content": self.templates["nl_judge_system"].render()},
                     {"role": "user", "content": prompt}]
-        reply = await ctx.chat(self.settings["judge"], messages, **self.settings["judge_args"])
+        reply = await ctx.chat(self.settings["judge"], messages, **self.settings.get("judge_args", JUDGE_DEFAULT))
         checks = parse_verdicts(reply.content or "")
         if checks is None:
             shown = (reply.content or "")[:200]
