@@ -136,7 +136,7 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
                 optional: Sequence[str] = (), whole: Sequence[str] = ()) -> None:
     """Print a table on stdout, fitted to its width (see the module's docstring and `make_table`)."""
     table = make_table(title, columns, rows, optional=optional, whole=whole)
-    Console(width=output_width(sys.stdout) or max(table_width(table), 20)).print(table)
+    Console(width=output_width(sys.stdout) or max(table_width(table), table.min_width or 0, 20)).print(table)
 
 
 def stderr_console() -> Console:

@@ -39,7 +39,7 @@ from orchestra_ops.fleet.indexes import build as build_index
 from orchestra_ops.fleet.node_groups import node_groups
 from orchestra_ops.fleet.plan import LaunchPlan, plan
 from orchestra_ops.fleet.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
-from orchestra_ops.fleet.repair import plan_changes, restart, split_running, survey
+from orchestra_ops.fleet.repair import refuse_changes, restart, split_running, survey
 from orchestra_ops.fleet.state import FleetState, read_state, resolve_name, write_state
 
 log = logging.getLogger(__name__)
@@ -212,16 +212,17 @@ def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, sta
 
 def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
             on_progress: ProgressCallback | None, launch_plan: LaunchPlan, ready_timeout_s: float) -> UpResult | None:
-    """`ops up` on a fleet of this file that is up: with every process alive and planned as the file says
-    now, it is already up (wait until all serve, start nothing); with some dead, restart only those.
-    None when there is nothing to repair (not up, all gone, changed since, or another file)."""
+    """`ops up` on a fleet of this file that is up as the file says: all alive is already up (wait until all
+    serve), some dead are restarted. None: not up, all gone, or another file (a changed file: LaunchError)."""
     if not state_path(name).exists():
         return None
     old = read_state(name)
     if old.status != "up" or Path(old.topology_file) != source:
         return None
     found = survey(old, backends)
-    if found.alive and not found.dead and not found.external and not plan_changes(old, launch_plan):
+    if found.alive:
+        refuse_changes(old, launch_plan)
+    if found.alive and not found.dead and not found.external:
         timeout = opts.timeout_s if opts.timeout_s is not None else ready_timeout_s
         ready = asyncio.run(wait_ready(backends, old, timeout, on_progress)) if opts.wait else old
         if opts.endpoints_out is not None and ready.endpoints_file:

@@ -84,6 +84,16 @@ def plan_changes(state: FleetState, launch_plan: LaunchPlan) -> list[str]:
     return changes
 
 
+def refuse_changes(state: FleetState, launch_plan: LaunchPlan) -> None:
+    """A LaunchError naming what changed when the topology file no longer plans what `state` runs."""
+    changes = plan_changes(state, launch_plan)
+    if changes:
+        source = Path(state.topology_file)
+        raise LaunchError(f"topology '{state.name}' is up, but {source.name} changed since `ops up` "
+                          f"({'; '.join(changes[:3])}{' …' if len(changes) > 3 else ''}); `ops up --replace {source}` "
+                          f"restarts it as the file says now, or `ops down {state.name}` first")
+
+
 def survey(state: FleetState, backends: Backends) -> Survey:
     alive, gone = split_running(state, backends)
     probes = asyncio.run(probe_all([target_of(r, alive=False) for r in gone if r.host], metrics=False))

@@ -52,6 +52,22 @@ def test_up_of_a_changed_file_still_refuses(lab: Lab) -> None:
     assert result.stderr.startswith("error: topology 'lab' is already up (4 of 4 processes alive")
 
 
+def test_up_of_the_same_file_edited_names_what_changed(lab: Lab) -> None:
+    original = lab.topology.read_text()
+    body = yaml.safe_load(original)
+    body["models"]["judge"]["sim"]["latency_ms"] = 2
+    try:
+        lab.topology.write_text(yaml.safe_dump(body, sort_keys=False))
+        result = lab.ops("up", str(lab.topology))
+    finally:
+        lab.topology.write_text(original)
+    assert result.returncode == 3
+    assert result.stderr == (
+        f"error: topology 'lab' is up, but lab.yaml changed since `ops up` (judge/0 runs with other settings); "
+        f"`ops up --replace {lab.topology}` restarts it as the file says now, or `ops down lab` first\n")
+    assert lab.ops("up", str(lab.topology)).returncode == 0  # the file as it was: already up
+
+
 def test_an_adapter_that_is_not_loaded_points_to_ops_lora_load(lab: Lab) -> None:
     before = lab.requests_served()
     result = lab.ops("eval", "gsm8k", "--topology", str(lab.topology), "--model", "answer", "--model", "ft",
