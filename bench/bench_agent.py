@@ -29,11 +29,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
+
 from bench.agent_baseline import Baseline, run_all
+from bench.clock import RunClock, busy_jiffies, busy_share
 from bench.tables import table
-from orchestra_ops.runner.evalrun import open_tee, run_eval
-from orchestra_ops.runner.prepare import EvalOptions, prepare
-from orchestra_ops.runner.templates import packaged
+from orchestra_ops.api import EvalOptions, evaluate
 from tests.helpers import free_port, kill_tree, wait_port
 from tests.simserver import SimServer
 
@@ -76,36 +77,15 @@ def _bound(run_dir: Path) -> dict[str, float]:
             "bound_s": max(max(measured.values()), work / CONCURRENCY)}
 
 
-def _busy() -> tuple[float, float]:
-    """(busy, total) jiffies of all CPUs from /proc/stat."""
-    with open("/proc/stat", encoding="ascii") as handle:
-        fields = [float(x) for x in handle.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-def _busy_share(before: tuple[float, float], after: tuple[float, float]) -> float:
-    return (after[0] - before[0]) / max(1.0, after[1] - before[1])
-
-
 def _ops_run(work: Path, config: Path, data: Path, python: str) -> dict[str, Any]:
     run_dir = work / "run"
-    options = EvalOptions(suite="hle", dataset=str(data), run_dir=str(run_dir), concurrency=CONCURRENCY,
+    options = EvalOptions(dataset=str(data), run_dir=str(run_dir), concurrency=CONCURRENCY,
                           model_config=str(config), exec_workers=EXEC_WORKERS, progress_interval_s=30,
                           suite_options={"exec_python": python})
-    run = prepare(options)
-    tee = open_tee(run.run_dir, None)
-    cpu = time.process_time()
-    busy = _busy()
-    start = time.monotonic()
-    try:
-        summary = run_eval(run, tee)
-    finally:
-        tee.close()
-    wall = time.monotonic() - start
-    cpu = time.process_time() - cpu
-    return {"wall_s": wall, "cpu_s": cpu, "ok": summary.ok, "correct": (summary.scores or {}).get("correct"),
-            "busy": _busy_share(busy, _busy()), **_bound(run_dir)}
+    clock = RunClock()  # the run alone, as evaluate runs it (prepare and the lock before it are not timed)
+    result = evaluate(options, "hle", display=clock, analyze=False)
+    return {"wall_s": clock.wall_s, "cpu_s": clock.cpu_s, "ok": result.ok,
+            "correct": (result.scores or {}).get("correct"), "busy": clock.busy, **_bound(run_dir)}
 
 
 def _baseline_run(endpoints: dict[str, list[tuple[str, int]]], rows: list[dict[str, Any]], python: str
@@ -119,14 +99,15 @@ def _baseline_run(endpoints: dict[str, list[tuple[str, int]]], rows: list[dict[s
     tools = json.loads(templates["tools"].text)
     harness = Baseline(endpoints, templates, tools, python)
     cpu = time.process_time()
-    busy = _busy()
+    busy = busy_jiffies()
     start = time.monotonic()
     results = asyncio.run(run_all([(harness.run_single, r) for r in rows], concurrency=BASELINE_CONCURRENCY))
     wall = time.monotonic() - start
     shutil.rmtree(harness.workdir, ignore_errors=True)
     done = [r for r in results if isinstance(r, dict)]
-    return {"wall_s": wall, "cpu_s": time.process_time() - cpu, "ok": len(done), "busy": _busy_share(busy, _busy()),
-            "correct": sum(1 for r in done if r["correct"]), "errors": len(results) - len(done)}
+    return {"wall_s": wall, "cpu_s": time.process_time() - cpu, "ok": len(done),
+            "busy": busy_share(busy, busy_jiffies()), "correct": sum(1 for r in done if r["correct"]),
+            "errors": len(results) - len(done)}
 
 
 def _resume_times(lines: int = 50_000) -> tuple[list[float], int]:

@@ -4,7 +4,7 @@
 model and a LoRA adapter on the same replicas) = 2,638 requests, over 2 simulated replicas that
 answer in a fixed 200 ms and serve both.
 
-1. `ops eval gsm8k --model base --model ft` (in process: prepare + run_eval, the CLI's code) at
+1. `ops eval gsm8k --model base --model ft` (in process: orchestra_ops.api.evaluate, the CLI's session) at
    concurrency 32 (its default) and 256. The bound is concurrency / 0.2 s; the scoring step
    (scores.json, predictions/, results/, summary/) is timed on its own.
 2. OpenCompass's request pattern, one model after the other (one infer task per model): its
@@ -33,9 +33,7 @@ from typing import Any
 from orchestra_ops.services.simllm.opencompass_rules import gsm8k_truth
 
 from bench.tables import table
-from orchestra_ops.runner.evalrun import run_eval, write_scores
-from orchestra_ops.runner.prepare import EvalOptions, prepare
-from orchestra_ops.runner.tee import TeeLog
+from orchestra_ops.api import EvalOptions, evaluate
 from tests.adapters import make_adapter
 from tests.simserver import SimServer
 
@@ -61,20 +59,12 @@ def _dataset(folder: Path) -> Path:
 
 def _ops(config: Path, dataset: Path, run_dir: Path, concurrency: int) -> tuple[float, float, float]:
     """(units per second while running, accuracy of ft - base in points, seconds to score and write outputs)."""
-    options = EvalOptions(suite="gsm8k", dataset=str(dataset), run_dir=str(run_dir), concurrency=concurrency,
+    options = EvalOptions(dataset=str(dataset), run_dir=str(run_dir), concurrency=concurrency,
                           model_config=str(config), model=MODELS[0], models=MODELS, progress_interval_s=60.0)
-    run = prepare(options)
-    tee = TeeLog(run.run_dir / "eval.log", None)
-    try:
-        summary = run_eval(run, tee)
-    finally:
-        tee.close()
-    start = time.perf_counter()
-    scores = write_scores(run)  # again, timed alone (run_eval already wrote them once)
-    scoring_s = time.perf_counter() - start
-    assert scores is not None and summary.ok == SAMPLES * len(MODELS), summary
-    diff = scores["comparisons"][MODELS[1]]["gsm8k"]["difference"]
-    return summary.ran / summary.elapsed_s, diff, scoring_s
+    result = evaluate(options, "gsm8k", analyze=False)
+    assert result.scores is not None and result.scoring_s is not None and result.ok == SAMPLES * len(MODELS), result
+    diff = result.scores["comparisons"][MODELS[1]]["gsm8k"]["difference"]
+    return result.ran / result.elapsed_s, diff, result.scoring_s  # scoring_s: the scoring step alone
 
 
 class TokenBucket:

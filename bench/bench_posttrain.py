@@ -109,14 +109,14 @@ def _span(run_dir: Path) -> tuple[float, int]:
 
 
 def _posttrain(root: Path, data: Path, adapter: Path, concurrency: int) -> dict[str, Any]:
-    from orchestra_ops.posttrain import PosttrainOptions, posttrain
+    from orchestra_ops.api import posttrain
 
     topology = _topology(root / f"topology-{concurrency}.yaml")
     run_dir = root / f"run-{concurrency}"
     start = time.perf_counter()
-    result = posttrain(PosttrainOptions(topology=str(topology), model="base", adapter=f"ft={adapter}",
-                                        datasets=",".join(DATASETS), up=True, down=True, concurrency=concurrency,
-                                        dataset_root=str(data), run_dir=str(run_dir), timeout_s=3600))
+    result = posttrain(topology=str(topology), model="base", adapter=f"ft={adapter}", datasets=",".join(DATASETS),
+                       up=True, down=True, concurrency=concurrency, dataset_root=str(data), run_dir=str(run_dir),
+                       timeout_s=3600)
     total = time.perf_counter() - start
     eval_s, calls = _span(run_dir)
     return {"calls": calls, "eval_s": eval_s, "total_s": total, "verdict": result["verdict"],

@@ -38,10 +38,11 @@ from typing import Any
 
 import httpx
 
+from bench.clock import RunClock
 from bench.tables import table
+from orchestra_ops.api import EvalOptions, evaluate
+from orchestra_ops.api.session import check_eval, registered
 from orchestra_ops.client.chat import ChatResult
-from orchestra_ops.runner.evalrun import open_tee, run_eval
-from orchestra_ops.runner.prepare import EvalOptions, prepare
 from tests.simserver import SimServer
 
 TRIALS = int(os.environ.get("BENCH_TAU2_TRIALS", "14"))  # x 22 tasks = 308 simulations
@@ -80,17 +81,11 @@ class BlockingContext:
 
 def _ops_run(work: Path, config: Path, concurrency: int) -> dict[str, Any]:
     run_dir = work / "run"
-    options = EvalOptions(suite="tau2", run_dir=str(run_dir), concurrency=concurrency, model_config=str(config),
+    options = EvalOptions(run_dir=str(run_dir), concurrency=concurrency, model_config=str(config),
                           progress_interval_s=30, suite_options={"trials": TRIALS, "max_steps": MAX_STEPS})
-    run = prepare(options)
-    tee = open_tee(run.run_dir, None)
-    cpu = time.process_time()
-    start = time.monotonic()
-    try:
-        summary = run_eval(run, tee)
-    finally:
-        tee.close()
-    wall = time.monotonic() - start
+    suite = registered("tau2")  # the baseline then runs the same suite object, prepared by this run
+    clock = RunClock()  # the run alone, as evaluate runs it (prepare and the lock before it are not timed)
+    result = evaluate(options, suite, display=clock, analyze=False)
     chains: dict[str, float] = defaultdict(float)  # each simulation's calls at the sims' nominal latency
     measured: dict[str, float] = defaultdict(float)
     for line in (run_dir / "profile.jsonl").read_text().splitlines():
@@ -99,10 +94,10 @@ def _ops_run(work: Path, config: Path, concurrency: int) -> dict[str, Any]:
             chains[event["task"]] += SIMS[event["role"]][0] / 1000
             measured[event["task"]] += event["latency"]
     work_s = sum(chains.values())
-    return {"wall_s": wall, "cpu_s": time.process_time() - cpu, "ok": summary.ok, "units": len(run.samples),
-            "avg_reward": (summary.scores or {}).get("avg_reward"), "work_s": work_s,
+    return {"wall_s": clock.wall_s, "cpu_s": clock.cpu_s, "ok": result.ok, "units": result.units,
+            "avg_reward": (result.scores or {}).get("avg_reward"), "work_s": work_s,
             "longest_s": max(chains.values()), "bound_s": max(max(chains.values()), work_s / concurrency),
-            "measured_work_s": sum(measured.values()), "suite": run.suite, "samples": run.samples}
+            "measured_work_s": sum(measured.values()), "suite": suite}
 
 
 def _pool_run(suite: Any, samples: list[dict[str, Any]], urls: dict[str, str], models: dict[str, str],
@@ -129,16 +124,16 @@ def main() -> int:
         config = work / "model_config.json"
         config.write_text(json.dumps({role: [{"ip_addr": "127.0.0.1", "port": sim.port}]
                                       for role, sim in sims.items()}))
-        probe = prepare(EvalOptions(suite="tau2", run_dir=str(work / "probe"), model_config=str(config),
-                                    suite_options={"trials": TRIALS, "max_steps": MAX_STEPS}))
-        n = len(probe.samples)
+        probe = check_eval(EvalOptions(run_dir=str(work / "probe"), model_config=str(config),
+                                       suite_options={"trials": TRIALS, "max_steps": MAX_STEPS}), "tau2")
+        n = len(probe.samples)  # the run's units (the same options make the same units), the baseline's too
         ours = _ops_run(work, config, n)
         print(f"load average between: {os.getloadavg()}")
         urls = {role: sim.base_url for role, sim in sims.items()}
         models = {role: sim.model for role, sim in sims.items()}
         suite = ours["suite"]
         suite.trajectories = work / "baseline-trajectories"
-        pools = {workers: _pool_run(suite, ours["samples"], urls, models, workers) for workers in POOLS}
+        pools = {workers: _pool_run(suite, probe.samples, urls, models, workers) for workers in POOLS}
     finally:
         for sim in sims.values():
             sim.stop()

@@ -8,9 +8,13 @@ and prints its message (no traceback)::
     │   └── TopologyError         exit 2   a topology file that does not validate (one line per problem)
     ├── StateError                exit 2   no fleet is up / state file unreadable
     ├── LaunchError               exit 3   a process would not start, a port is taken
-    │   └── ReadinessError        exit 3   a process died or timed out before serving
+    │   ├── ReadinessError        exit 3   a process died or timed out before serving
+    │   ├── Unreachable           exit 3   a server a command needs does not answer (a tracking server)
+    │   └── FleetUnavailable      exit 3   every replica of a model the run calls is down: stopped, resumable
     ├── EvalError                 exit 4   an eval could not run or finish
     │   └── DiskFull              exit 4   ENOSPC/EDQUOT writing the run dir: stopped, resumable
+    ├── SpendLimit                exit 5   the run dir's spend passed --max-cost: stopped, resumable with a higher one
+    ├── Inconclusive              exit 6   `ops posttrain`: the evidence decides neither pass nor block
     ├── RunTimeout                exit 124 a run hit its wall-clock limit (what finished is kept; rerun resumes)
     └── Interrupted               exit 130 Ctrl-C, after a clean shutdown
 """
@@ -57,6 +61,19 @@ class ReadinessError(LaunchError):
     """A process died, logged a fatal line, or timed out before it was serving."""
 
 
+class Unreachable(LaunchError):
+    """A server the command needs (a tracking server) refused the connection or did not answer in time."""
+
+
+class FleetUnavailable(LaunchError):
+    """Every replica of a model the run calls is down (at the start, or for the pool's wait mid-run): the
+    run stopped without recording the units it could not run; `models` names the models that are down."""
+
+    def __init__(self, message: str, models: Sequence[str]) -> None:
+        super().__init__(message)
+        self.models = list(models)
+
+
 class EvalError(OpsError):
     """An eval could not run or finish."""
 
@@ -71,6 +88,17 @@ class DiskFull(EvalError):
         self.reason = os.strerror(error.errno) if error.errno else str(error)
         super().__init__(f"{self.path}: {self.reason.lower()}; the run stopped (no new tasks; tasks whose "
                          "result could not be written stay missing, not failed): free space, then --resume")
+
+
+class Inconclusive(OpsError):
+    """A posttrain verdict the evidence does not decide: the interval holds -max_drop (more samples would tell)."""
+
+    exit_code = 6
+class SpendLimit(OpsError):
+    """The run dir's total spend (every call of every attempt, priced from the topology) passed --max-cost:
+    the run took no more tasks; what finished is kept, and a resume with a higher limit goes on."""
+
+    exit_code = 5
 
 
 class RunTimeout(OpsError):

@@ -5,7 +5,7 @@
     evals/agent/data/frames_synthetic.jsonl 60 FRAMES-shaped questions
 
 Nothing here comes from HLE or FRAMES. A third of the golds are the simulated engine's own answer
-(services/simllm/rules.answer_token), so a run over the sim exercises the exact-match shortcut as
+(services/simllm/replies.answer_token), so a run over the sim exercises the exact-match shortcut as
 well as the judge. Run: .venv/bin/python scripts/gen_agent_data.py
 """
 

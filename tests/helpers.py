@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -149,3 +150,14 @@ class HealthPolled:
         except OSError:
             return "(no log)"
         return "\n".join(text.splitlines()[-(lines or self.tail_lines):])
+
+
+def profile_events(run_dir: Path) -> list[dict[str, Any]]:
+    """Every event of a run's profile.jsonl, in file order."""
+    return [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+
+
+def model_calls(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's model calls (profile.jsonl also holds each replica's counters at the start and end)."""
+    return [e for e in profile_events(run_dir) if e.get("type", "model_call") == "model_call"]
+

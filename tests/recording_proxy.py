@@ -29,6 +29,7 @@ class RecordingProxy:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.requests: list[tuple[str, str, bytes]] = []  # (method, path, body)
+        self.headers: list[dict[str, str]] = []  # the headers of each request, beside `requests`
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -40,10 +41,17 @@ class RecordingProxy:
         with self._lock:
             return [(p, json.loads(b)) for m, p, b in self.requests if m == "POST" and p == path]
 
+    def posts_with_headers(self, path: str) -> list[tuple[dict[str, str], Any]]:
+        """(headers with lower-case names, parsed JSON body) of every POST to `path` so far, in arrival order."""
+        with self._lock:
+            return [(h, json.loads(b)) for (m, p, b), h in zip(self.requests, self.headers, strict=True)
+                    if m == "POST" and p == path]
+
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         with self._lock:
             self.requests.append((request.method, request.path, body))
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type",)}
         async with self._session.request(request.method, self.upstream + request.path_qs, data=body,

@@ -29,7 +29,7 @@ from typing import Any
 from orchestra_ops.evals.agent.protocol import BAD_ARGUMENTS, NO_CALL
 from orchestra_ops.evals.agent.records import read_trajectory, trajectory_name
 
-from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.fsutil import atomic_write_text, writable_dir
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info
@@ -59,7 +59,7 @@ def export_run(run_dir: Path, out: Path, fmt: str = "toolorchestra", *, overwrit
         raise ConfigError(f"--out {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ConfigError(f"--out {out} is not empty; pass --overwrite to replace the files it holds for this run")
-    out.mkdir(parents=True, exist_ok=True)
+    writable_dir(out)  # a read-only or unwritable --out: one line, exit 2
     records = ResultsStore(run_dir).final_records()
     written = missing = 0
     for task_id, record in records.items():

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from orchestra_ops.evals.agent.protocol import FRAMES
 from orchestra_ops.evals.agent.suite import TEMPLATE_FIELDS, AgentSuite, agent_options, packaged_templates
-
-from orchestra_ops.runner.templates import packaged
+from orchestra_ops.evals.bundled import packaged
 
 
 class FramesSuite(AgentSuite):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from orchestra_ops.evals.agent.protocol import HLE
 from orchestra_ops.evals.agent.suite import TEMPLATE_FIELDS, AgentSuite, agent_options, packaged_templates
+from orchestra_ops.evals.bundled import packaged
 
 from orchestra_ops.runner.suite import SuiteOption
-from orchestra_ops.runner.templates import packaged
 
 
 class HleSuite(AgentSuite):

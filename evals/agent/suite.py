@@ -23,7 +23,9 @@ from orchestra_ops.evals.agent.loop import run_task
 from orchestra_ops.evals.agent.protocol import CAIS_JUDGE_SAMPLING, TOOL_ROLES, Protocol, sampling
 from orchestra_ops.evals.agent.records import TRAJECTORY_DIR
 from orchestra_ops.evals.agent.toolspec import load_tools
+from orchestra_ops.evals.bundled import packaged
 
+from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.retrieval import RetrievalSettings
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.tokenizer import declared_tokenizer
@@ -33,7 +35,6 @@ from orchestra_ops.runner.dataset import Sample, load_dataset
 from orchestra_ops.runner.generation import apply_shorthands, explicit_keys, generation_options
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import Alert, BaseSuite, SuiteOption, TaskContext, templates_of
-from orchestra_ops.runner.templates import packaged
 from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.sandbox import SandboxPolicy, require_isolation
 
@@ -229,7 +230,8 @@ class AgentSuite(BaseSuite):
 
     async def run(self, sample: Sample, ctx: TaskContext) -> dict[str, Any]:
         assert self.config is not None, "prepare() runs first"
-        return await run_task(sample, ctx, self.config)
+        with session_scope(str(ctx.task_id)):  # every call of the task: one session (its replica's prefix cache)
+            return await run_task(sample, ctx, self.config)
 
     def score(self, records: Mapping[TaskId, dict[str, Any]], units: list[Sample]) -> dict[str, Any] | None:
         protocol = self.config.judge_protocol if self.config else self.protocol.judge_protocols[0]

@@ -12,7 +12,7 @@ also takes at most 256 calls at once (the client pool's cap), so a judge cap abo
 judge with more than one replica (or a provider with a higher `max_concurrency`).
 
 Judge settings default to the reference's (system message, temperature 0.5, 2,048 max tokens) and
-each has a flag. Parsing and re-asks: healthbench_grading.py. Scores: healthbench_scoring.py.
+each has a flag. Parsing and re-asks: grading.py. Scores: scoring.py.
 
 Records (results.jsonl, one line per example): `prompt_id`, `overall_score`, `rubric_items` (in
 dataset order: `criterion`, `points`, `tags`, `criteria_met`, `explanation`, `attempts` = judge
@@ -37,6 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.healthbench.dataset import (
     check_responses,
     load_examples,
@@ -54,6 +55,7 @@ from orchestra_ops.evals.healthbench.scoring import (
 )
 
 from orchestra_ops.client.call_errors import CallError
+from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.core.headline import Z95, Headline, ModelScore
 from orchestra_ops.errors import ConfigError
@@ -61,7 +63,7 @@ from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.generation import apply_shorthands, explicit_keys, generation_options, parse_sampling
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of, unit_counts
-from orchestra_ops.runner.templates import Template, packaged
+from orchestra_ops.runner.templates import Template
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +170,9 @@ class HealthBenchSuite(BaseSuite):
         kept = _kept_items(previous, items)
         todo = [i for i, old in enumerate(kept) if old is None or old.get("criteria_met") is None]
         template = self.template
-        grades = await asyncio.gather(*(grade_item(ctx, self.judge, grader_prompt(template, conversation, items[i]))
-                                        for i in todo))
+        with session_scope(str(ctx.task_id)):  # the example's judge prompts share its conversation: one replica
+            grades = await asyncio.gather(*(grade_item(ctx, self.judge, grader_prompt(template, conversation, items[i]))
+                                            for i in todo))
         graded = dict(zip(todo, grades, strict=True))
         rubric_items = [_item_record(items[i], kept[i], graded.get(i)) for i in range(len(items))]
         failed = [g for g in grades if g.criteria_met is None]

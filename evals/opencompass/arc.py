@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.postprocess import first_option
 from orchestra_ops.evals.opencompass.sampling import seeded_sample
 from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_options
@@ -28,7 +29,6 @@ from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_optio
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
 from orchestra_ops.runner.suite import SuiteOption
-from orchestra_ops.runner.templates import packaged
 
 FILES = {"ARC-c": "ARC-c/ARC-Challenge-Dev.jsonl", "ARC-e": "ARC-e/ARC-Easy-Dev.jsonl"}
 FIELDS = ("question", "textA", "textB", "textC", "textD")

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.groups import Group
 from orchestra_ops.evals.opencompass.postprocess import bbh_freeform, bbh_mcq
 from orchestra_ops.evals.opencompass.sampling import seeded_sample
@@ -34,7 +35,6 @@ from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_optio
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.suite import SuiteOption, TaskContext
-from orchestra_ops.runner.templates import packaged
 
 MULTIPLE_CHOICE = (
     "temporal_sequences", "disambiguation_qa", "date_understanding", "tracking_shuffled_objects_three_objects",

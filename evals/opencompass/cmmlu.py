@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass import cmmlu_data
 from orchestra_ops.evals.opencompass.groups import Group
 from orchestra_ops.evals.opencompass.postprocess import cmmlu_answer
@@ -29,7 +30,6 @@ from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_optio
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.suite import SuiteOption
-from orchestra_ops.runner.templates import packaged
 
 PREFIX = "cmmlu-"
 FIELDS = ("question", "A", "B", "C", "D")

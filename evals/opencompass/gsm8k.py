@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.extract import gsm8k_equal, gsm8k_extract, gsm8k_gold
 from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
-from orchestra_ops.runner.templates import packaged
 
 DATASET = "gsm8k"
 

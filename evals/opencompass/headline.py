@@ -33,38 +33,41 @@ def _metric_value(cell: Mapping[str, Any]) -> float | None:
 
 
 def headline_row(name: str, member: ScoredSuite, scores: Mapping[str, Any],
-              records: Mapping[TaskId, dict[str, Any]], units: list[Sample]) -> dict[str, Any]:
+                 records: Mapping[TaskId, dict[str, Any]], units: list[Sample]) -> dict[str, Any]:
+    """The suite's one number per model and, for each other model, adapter - base with the weighted paired
+    bootstrap interval over all its samples (paired.weighted_bootstrap)."""
     models: list[str] = list(scores.get("models") or [])
     groups, datasets = scores.get("groups") or {}, scores.get("datasets") or {}
-    comparisons = scores.get("comparisons") or {}
+    subsets: list[str] = list(datasets)
+    weighting: paired.Weighting = "naive"
     if name in groups:
-        group = groups[name]
-        return {"row": name, "metric": group["metric"], "scores": dict(group["scores"]),
-                "comparisons": {m: comparisons.get(m, {}).get(name) for m in models[1:]}}
-    if len(datasets) == 1:
-        row = next(iter(datasets))
-        return {"row": row, "metric": "accuracy", "scores": {m: _metric_value(datasets[row][m]) for m in models},
-                "comparisons": {m: comparisons.get(m, {}).get(row) for m in models[1:]}}
-    # several datasets and no group of the suite's name: the naive mean over them, from the records
-    values = {m: [_metric_value(datasets[d][m]) for d in datasets] for m in models}
+        group = next(g for g in member.groups(list(datasets)) if g.name == name)
+        subsets, weighting = [d for d in group.subsets if d in datasets], group.kind
+        result: dict[str, Any] = {"row": name, "metric": groups[name]["metric"], "scores": dict(groups[name]["scores"])}
+    elif len(datasets) == 1:
+        row = subsets[0]
+        weighting = "micro"
+        result = {"row": row, "metric": "accuracy", "scores": {m: _metric_value(datasets[row][m]) for m in models}}
+    else:  # several datasets and no group of the suite's name: the naive mean over them
+        values = {m: [_metric_value(datasets[d][m]) for d in datasets] for m in models}
+        result = {"row": name, "metric": "naive_average",
+                  "scores": {m: (None if not v or any(x is None for x in v) else sum(x or 0.0 for x in v) / len(v))
+                             for m, v in values.items()}}
     outcomes: dict[tuple[str, str], dict[Any, bool]] = {}
     for unit in units:
         record = records.get(sample_id(unit))
         if record is not None and record.get("status") == "ok":
             key = (member.dataset_of(unit), str(unit["model"]))
             outcomes.setdefault(key, {})[unit["sample"]] = bool(record.get("correct"))
-    result: dict[str, Any] = {"row": name, "metric": "naive_average", "comparisons": {},
-                              "scores": {m: (None if not v or any(x is None for x in v)
-                                             else sum(x or 0.0 for x in v) / len(v)) for m, v in values.items()}}
+    result["comparisons"] = {}
     for other in models[1:]:
-        per_dataset = []
-        for d in datasets:
+        per_subset = {}
+        for d in subsets:
             base, mine = outcomes.get((d, models[0]), {}), outcomes.get((d, other), {})
-            per_dataset.append([(base[s], mine[s]) for s in base if s in mine])
-        interval = paired.naive_mean(per_dataset)
+            per_subset[d] = [(base[s], mine[s]) for s in base if s in mine]
+        interval = paired.weighted_bootstrap(per_subset, weighting)
         result["comparisons"][other] = interval.to_json() if interval else None
     return result
-
 
 
 def row_interval(row: str, model: str, scores: Mapping[str, Any]) -> tuple[float | None, int]:

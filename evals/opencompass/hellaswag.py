@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.postprocess import first_option
 from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
-from orchestra_ops.runner.templates import packaged
 
 DATASET = "hellaswag"
 TRAIN, VAL = "hellaswag_train_sampled25.jsonl", "hellaswag.jsonl"

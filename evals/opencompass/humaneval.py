@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass.postprocess import humaneval_v2
 from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
@@ -41,7 +42,6 @@ from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
 from orchestra_ops.runner.suite import Alert, SuiteOption, TaskContext
-from orchestra_ops.runner.templates import packaged
 from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.sandbox import ExecResult, SandboxPolicy, require_isolation
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass import mmlu_data
 from orchestra_ops.evals.opencompass.extract import mmlu_extract, mmlu_extract_five_shot
 from orchestra_ops.evals.opencompass.groups import Group
@@ -30,7 +31,6 @@ from orchestra_ops.evals.opencompass.suite import OpenCompassSuite, common_optio
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.suite import SuiteOption
-from orchestra_ops.runner.templates import packaged
 
 ZERO_SHOT = "0shot"
 FIVE_SHOT = "5shot"

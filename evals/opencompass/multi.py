@@ -20,7 +20,9 @@ OpenCompass's predictions/ and results/ of every dataset land in the one run dir
 summary/summary.csv holds every member's rows, in --datasets order. `headline` is the one number per
 suite a gate acts on: the suite's group of the same name (mmlu: the naive mean over subjects), else
 its only dataset (gsm8k), else the naive mean over its datasets; each other model minus the first
-with its paired 95 % interval (paired.py).
+with its paired 95 % interval: a paired bootstrap over all the headline's samples, each weighted as
+the headline weighs it (paired.weighted_bootstrap; the per-dataset rows of each member keep the
+normal approximation of paired.paired).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.opencompass import outputs
 from orchestra_ops.evals.opencompass.headline import headline_row, run_headline
 from orchestra_ops.evals.opencompass.suite import THINK_TAG, OpenCompassSuite
@@ -41,7 +44,7 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, templates_of, unit_counts
-from orchestra_ops.runner.templates import Template, packaged
+from orchestra_ops.runner.templates import Template
 from orchestra_ops.runner.toolbox import Toolbox
 
 SEPARATOR = ":"

@@ -25,7 +25,7 @@ from orchestra_ops.evals.tau2.llm_args import llm_args
 from orchestra_ops.evals.tau2.tasks import domain_dir, load_domain_data
 
 from orchestra_ops import __version__
-from orchestra_ops.core.fsutil import atomic_write_text
+from orchestra_ops.core.fsutil import atomic_write_text, writable_dir
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import read_run_info, recorded_dataset
@@ -81,6 +81,7 @@ def export_tau2(run_dir: Path, out: Path, *, overwrite: bool = False) -> Tau2Exp
     if out.exists() and (out.is_dir() or not overwrite):
         raise ConfigError(f"--out {out}: exists; pass --overwrite to replace it" if not out.is_dir()
                           else f"--out {out}: is a directory; --format tau2 writes one JSON file")
+    writable_dir(out.parent, flag=f"--out {out}: its folder")  # read-only or unwritable: one line, exit 2
     options = info.get("suite_options") or {}
     domain_name = str(options.get("domain") or "synthetic")
     dataset = Path(recorded_dataset(str(info.get("dataset"))))

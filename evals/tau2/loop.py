@@ -29,6 +29,7 @@ from typing import Any
 from orchestra_ops.evals.tau2 import toolorchestra
 from orchestra_ops.evals.tau2.domain import Env
 
+from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.chat import ChatResult
 from orchestra_ops.runner.suite import TaskContext
 
@@ -151,9 +152,10 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
     pending: dict[str, Any] = greeting
     while sim.termination is None:
         if to_role == USER:
-            reply = await ctx.chat(settings.user, user_view(settings.user_system, sim.messages),
-                                   **({"tools": settings.user_tools} if settings.user_tools else {}),
-                                   **settings.user_params)
+            with session_scope(side_session(ctx, USER)):
+                reply = await ctx.chat(settings.user, user_view(settings.user_system, sim.messages),
+                                       **({"tools": settings.user_tools} if settings.user_tools else {}),
+                                       **settings.user_params)
             sim.user_calls += 1
             content, calls = parse_reply(reply, "user", f"user_call_{len(sim.messages)}_")
             calls = unique_ids(calls, sim.messages)
@@ -167,11 +169,13 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
             from_role, to_role = USER, (ENV if calls else AGENT)
         elif to_role == AGENT:
             if settings.protocol == "toolorchestra":
-                turn, reply = await orchestrator_turn(ctx, settings, sim)
+                with session_scope(side_session(ctx, AGENT)):
+                    turn, reply = await orchestrator_turn(ctx, settings, sim)
                 content, calls = turn.content, turn.calls
             else:
-                reply = await ctx.chat(settings.agent, agent_view(settings.agent_system, sim.messages),
-                                       tools=settings.agent_tools, **settings.agent_params)
+                with session_scope(side_session(ctx, AGENT)):
+                    reply = await ctx.chat(settings.agent, agent_view(settings.agent_system, sim.messages),
+                                           tools=settings.agent_tools, **settings.agent_params)
                 sim.agent_calls += 1
                 content, calls = parse_reply(reply, "assistant", f"call_{len(sim.messages)}_")
             calls = unique_ids(calls, sim.messages)
@@ -203,6 +207,12 @@ async def simulate(env: Env, ctx: TaskContext, settings: LoopSettings, sim: Simu
     for index, message in enumerate(sim.messages):
         message["turn_idx"] = index
     return sim
+
+
+def side_session(ctx: TaskContext, side: str) -> str:
+    """The session key of one side of the simulation: the agent and the user simulator each see their
+    own growing history (agent_view, user_view), so each keeps its own replica's prefix cache."""
+    return f"{ctx.task_id}/{side}"
 
 
 def unique_ids(calls: list[dict[str, Any]], messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestra_ops.evals.agent.records import TRAJECTORY_DIR, write_trajectory
 from orchestra_ops.evals.agent.suite import parse_pairs
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.tau2 import metrics, toolorchestra
 from orchestra_ops.evals.tau2.domain import Domain
 from orchestra_ops.evals.tau2.environment import DOMAIN_NAMES, fresh_env, get_domain
@@ -37,7 +38,7 @@ from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.generation import generation_options
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of
-from orchestra_ops.runner.templates import Template, packaged
+from orchestra_ops.runner.templates import Template
 
 BUNDLED_DATA = packaged("tau2/data")
 SEED = 300  # τ²-bench's default: random.seed(300), then one randint(0, 1e6) per trial

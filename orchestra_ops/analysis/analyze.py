@@ -1,11 +1,12 @@
 """`ops analyze RUN_DIR`: the numbers of a run, written to `RUN_DIR/analysis/stats.json`.
 
 stats.json holds: the scores (the suite's scores.json and the score recomputed from results),
-tasks (finished, failed, errors by type, latency, the slowest ids), model calls per role and per
-model (latency summary, errors, tokens), tools end to end and the expert call alone, each tool's
-parts, throughput (calls and tasks per second over the busy time), the timeline, where the task
-time went (time_share.py), token totals, the wall time (live.json), and one linear and one
-log-spaced histogram per metric. `analyze_run` also draws the plots and writes
+tasks (finished, failed, errors by type, latency, the slowest ids), tokens and cost per role
+(`usage`, cache hits apart), model calls per role and per model (latency summary, errors, tokens), placement
+per model (calls per replica, session moves, the replicas' prefix-cache hit rate: placement.py), tools end to
+end and the expert call alone, each tool's parts, throughput (calls and tasks per second over the busy time),
+the timeline, where the task time went (time_share.py), token totals, the wall time (live.json), and one
+linear and one log-spaced histogram per metric. `analyze_run` also draws the plots and writes
 report.html (see plots.py, report.py).
 """
 
@@ -28,7 +29,7 @@ from orchestra_ops.analysis.latency import (
     tool_rows,
 )
 from orchestra_ops.analysis.outcome import Analysis, Metric
-from orchestra_ops.analysis.profile_events import ModelCall
+from orchestra_ops.analysis.placement import placement
 from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
 from orchestra_ops.analysis.task_scores import task_scores
 from orchestra_ops.analysis.time_share import time_share
@@ -36,7 +37,9 @@ from orchestra_ops.analysis.timeline import busy_seconds, timeline
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.stats import summarize
 from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
+from orchestra_ops.runner.profile_reader import ModelCall
 from orchestra_ops.runner.rundir import read_json_object
+from orchestra_ops.runner.usage import usage
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +77,13 @@ def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]
         "calls": {"model_calls": len(calls), "cache_hits": cache_hits, "tool_calls": len(profile.tool_calls),
                   "errors_by_type": call_errors(profile), "unreadable_profile_lines": profile.skipped,
                   "unknown_event_types": profile.unknown_types},
+        "usage": usage(profile),  # tokens and cost per role, cache hits apart (analysis/usage.py)
         "by_role": model_call_rows(calls, lambda c: c.role),
         "by_model": model_call_rows(calls, lambda c: c.model),
         "by_tool": {"e2e": tool_rows(profile.tool_calls, expert=False),
                     "expert": tool_rows(profile.tool_calls, expert=True)},
         "tool_parts": tool_part_rows(profile.tool_calls),
+        "placement": placement(profile),
         "throughput": {"wall_span_s": (span[1] - span[0]) if span else None, "busy_s": busy,
                        "calls_per_s": len(calls) / busy if busy > 0 else None,
                        "tasks_per_s": len(run.records) / busy if busy > 0 and run.records else None},

@@ -170,8 +170,9 @@ def _ids(a: RunData, b: RunData) -> list[Difference]:
 
 def intended_differences(a: RunData, b: RunData) -> list[Difference]:
     ma, mb = manifest_of(a.run_json) or {}, manifest_of(b.run_json) or {}
-    out = _same(ma.get("routing"), mb.get("routing"), "routing",
+    out = _same(_placement_free(ma.get("routing")), _placement_free(mb.get("routing")), "routing",
                 f"A: {_routing_text(ma.get('routing'))}; B: {_routing_text(mb.get('routing'))}")
+    out += _affinity_difference(_affinities(ma.get("routing")), _affinities(mb.get("routing")))
     out += _same(ma.get("topology_sha256"), mb.get("topology_sha256"), "topology file")
     out += _same(ma.get("endpoints_sha256"), mb.get("endpoints_sha256"), "endpoints")
     out += _same(_version(ma.get("ops")), _version(mb.get("ops")), "ops version")
@@ -180,6 +181,36 @@ def intended_differences(a: RunData, b: RunData) -> list[Difference]:
 
 def _version(ops: Any) -> Any:
     return {k: ops.get(k) for k in ("version", "git_commit")} if isinstance(ops, dict) else ops
+
+
+def _placement_free(routing: Any) -> Any:
+    """The routing rows without their affinity (named apart: it changes where calls go, not what they ask)."""
+    if not isinstance(routing, list):
+        return routing
+    return [{k: v for k, v in r.items() if k != "affinity"} if isinstance(r, dict) else r for r in routing]
+
+
+def _affinities(routing: Any) -> dict[str, Any]:
+    """role -> its recorded affinity (None: a provider, or a run recorded before affinity was)."""
+    if not isinstance(routing, list):
+        return {}
+    return {str(r.get("role")): r.get("affinity") for r in routing if isinstance(r, dict) and r.get("kind") == "model"}
+
+
+def _affinity_difference(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+    """The roles both runs have whose affinity differs (other roles are a routing difference already)."""
+    changed = [role for role in sorted(set(a) & set(b)) if a[role] != b[role]]
+    if not changed:
+        return []
+    return [Difference("affinity", "; ".join(f"{role}: A {_affinity_text(a[role])}, B {_affinity_text(b[role])}"
+                                             for role in changed))]
+
+
+def _affinity_text(affinity: Any) -> str:
+    if not isinstance(affinity, dict):
+        return "(not recorded)"
+    mode = affinity.get("mode")
+    return f"{mode} (load factor {affinity.get('load_factor')})" if mode == "session" else str(mode)
 
 
 def _routing_text(routing: Any) -> str:

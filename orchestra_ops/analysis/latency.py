@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from orchestra_ops.analysis.profile_events import ModelCall, Profile, ToolCall
 from orchestra_ops.core.stats import summarize, totals
+from orchestra_ops.runner.profile_reader import ModelCall, Profile, ToolCall
 
 ALL = "(all)"
 Event = TypeVar("Event", ModelCall, ToolCall)

@@ -1,9 +1,9 @@
 """`analysis/report.html`: one self-contained page (plots embedded as data: URIs, CSS inline, no
 script, nothing fetched). It leads with the result: each model's score ± its 95 % interval (and the
 difference when several ran; never a number pooled across models), n, wall time, calls, tokens, cost;
-then where the task time went (per role and tool), tasks and errors, one plot per metric (the linear
-histogram; the log-binned one stays in analysis/plots/), and, folded under details, every raw key of
-scores.json, the latency tables, tokens, throughput, the routing and the manifest.
+then where the task time went (per role and tool), tokens and cost per role, tasks and errors, one plot
+per metric (the linear histogram; the log-binned one stays in analysis/plots/), and, folded under details,
+every raw key of scores.json, the latency tables, tokens, throughput, the routing and the manifest.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestra_ops.analysis.report_head import headline_section, time_section
+from orchestra_ops.client.pricing import format_usd
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.stats import PERCENTILES
 from orchestra_ops.runner.manifest import manifest_of
@@ -58,7 +59,7 @@ def render(analysis: Analysis) -> str:
              f"<style>{CSS}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
              f"<p class=\"meta\">run dir {_e(str(analysis.run_dir))} · analysed {_e(stats['generated'])}</p>",
-             headline_section(stats), time_section(stats), _tasks(stats), _plots(analysis),
+             headline_section(stats), time_section(stats), _usage(stats), _tasks(stats), _plots(analysis),
              "<details id=\"details\"><summary>Details: every key of scores.json, latency tables, tokens, "
              "throughput, routing, manifest</summary>",
              _scores(stats, pooled=not several), _latency(stats), _tokens(stats), _throughput(stats),
@@ -133,6 +134,20 @@ def _tokens(stats: Mapping[str, Any]) -> str:
             for kind, key in (("role", "by_role"), ("model", "by_model")) for name, row in stats[key].items()]
     return "<h2 id=\"tokens\">Tokens</h2>" + table(
         ["", "prompt (sum)", "prompt (mean)", "completion (sum)", "completion (mean)"], rows, table_id="tokens")
+
+
+def _usage(stats: Mapping[str, Any]) -> str:
+    """Tokens and cost per role over every attempt; what the response cache answered, apart (free)."""
+    usage = stats.get("usage") or {}
+    rows = dict(usage.get("by_role") or {})
+    if len(rows) > 1:
+        rows["(all)"] = usage["total"]
+    body = [[name, row["calls"], row["prompt_tokens"], row["completion_tokens"],
+             "not priced" if row["cost_usd"] is None else format_usd(row["cost_usd"]), row["cache_hits"],
+             row["cache_hit_prompt_tokens"], row["cache_hit_completion_tokens"]] for name, row in rows.items()]
+    return "<h2 id=\"usage\">Tokens and cost per role</h2>" + table(
+        ["role", "model calls", "prompt tokens", "completion tokens", "cost (USD)", "cache hits (free)",
+         "cache-hit prompt tokens", "cache-hit completion tokens"], body, table_id="usage-table")
 
 
 def _throughput(stats: Mapping[str, Any]) -> str:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.analysis.profile_events import PROFILE_FILE, Profile, read_profile
 from orchestra_ops.errors import ConfigError
+from orchestra_ops.runner.profile_reader import PROFILE_FILE, Profile, read_profile
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore, TaskId
 from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info
 

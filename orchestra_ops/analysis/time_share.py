@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from orchestra_ops.analysis.profile_events import Profile
+from orchestra_ops.runner.profile_reader import Profile
 
 
 def time_share(profile: Profile, final: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:

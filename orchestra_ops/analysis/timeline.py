@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from orchestra_ops.analysis.profile_events import ModelCall, Profile, ToolCall
+from orchestra_ops.runner.profile_reader import ModelCall, Profile, ToolCall
 
 MAX_BUCKETS = 200
 

@@ -58,6 +58,7 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
                 [[f"{kind} {name}", row["prompt_tokens"]["sum"], fmt(row["prompt_tokens"]["mean"]),
                   row["completion_tokens"]["sum"], fmt(row["completion_tokens"]["mean"])]
                  for kind, key in (("role", "by_role"), ("model", "by_model")) for name, row in stats[key].items()])
+    print_placement(stats.get("placement") or {})
     errors = [["task", k, v] for k, v in tasks["errors_by_type"].items()]
     errors += [["call", k, v] for k, v in calls["errors_by_type"].items()]
     if errors:
@@ -69,6 +70,27 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
 
 def _latency_table(title: str, groups: Mapping[str, Any]) -> None:
     print_table(title, LATENCY_HEADER, latency_rows(groups), optional=LATENCY_OPTIONAL)
+
+
+def print_placement(placement: Mapping[str, Any]) -> None:
+    """Per model: calls per replica, session moves, and the prefix-cache hit rate from the replicas' counters."""
+    if not placement:
+        return
+    rows = []
+    notes = []
+    for model, row in placement.items():
+        calls, cache = row["calls"], row["prefix_cache"]
+        rate = "-" if not cache or cache["hit_rate"] is None else f"{100 * cache['hit_rate']:.1f}%"
+        tokens = "-" if not cache else f"{cache['hits']:.0f} / {cache['queries']:.0f}"
+        reasons = ", ".join(f"{k} {v}" for k, v in row["moves"]["by_reason"].items())
+        rows.append([model, row["replicas"], calls["max"], fmt(calls["mean"]), fmt(calls["max_over_mean"], 3),
+                     row["moves"]["total"] if not reasons else f"{row['moves']['total']} ({reasons})", rate, tokens])
+        notes += [[model, note] for note in (cache or {}).get("notes", [])]
+    print_table("placement: calls per replica, session moves, prefix cache (the replicas' own counters)",
+                ["model", "replicas", "calls max", "calls mean", "max/mean", "moves", "prefix hit rate",
+                 "hit / queried tokens"], rows)
+    if notes:
+        print_table("prefix-cache counters: notes", ["model", "note"], notes)
 
 
 def print_comparison(result: Mapping[str, Any]) -> None:

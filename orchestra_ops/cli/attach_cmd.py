@@ -42,6 +42,8 @@ def render(row: RunRow, log_lines: list[str]) -> Panel:
     parts: list[Text | Table] = [bar, counts]
     if row.reason:
         parts.append(Text(f"reason: {row.reason}"))
+    if row.unconfirmed:
+        parts.append(Text(f"{row.state} as recorded, not confirmed: {row.unconfirmed}", style="yellow"))
     parts += [Text(line, overflow="ellipsis", no_wrap=True) for line in log_lines]
     parts.append(Text("Ctrl-C detaches; the run goes on (ops stop RUN stops it)", style="dim"))
     return Panel(Group(*parts), title=f"ops attach · {row.name}", title_align="left")

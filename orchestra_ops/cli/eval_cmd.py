@@ -7,18 +7,23 @@ what hle takes and `ops --help` imports no suite.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from orchestra_ops.cli.suite_help import SuiteCommand, everyday_options
-from orchestra_ops.errors import ConfigError, OpsError
-from orchestra_ops.runner.tee import TeeHandler, TeeLog
+from orchestra_ops.errors import ConfigError
 from orchestra_ops.supervise.supervisor import SUPERVISED_ENV
+
+if TYPE_CHECKING:
+    from orchestra_ops.runner.options import EvalOptions
+    from orchestra_ops.runner.progress import Progress
+    from orchestra_ops.runner.suite import Suite
+    from orchestra_ops.runner.tee import TeeLog
 
 COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--dataset"], type=click.Path(),
@@ -44,13 +49,18 @@ COMMON_OPTIONS: list[click.Option] = [
     click.Option(["--topology"], help="A topology file, or the name of a topology that is up (default: the latest)."),
     click.Option(["--model-config"], type=click.Path(dir_okay=False),
                  help="An endpoints file (model_config JSON); its keys are the roles."),
+    click.Option(["--affinity"], type=click.Choice(["session", "none"]),
+                 help="How calls are spread over a model's replicas: `session` keeps each unit of work (an "
+                      "agent task, a tau2 side, a HealthBench example) on one replica, where vLLM's prefix "
+                      "cache holds its history, under a load bound; `none` sends every call to the least "
+                      "loaded. Default: each model's routing.affinity in the topology (session)."),
     click.Option(["--no-analyze"], is_flag=True,
                  help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
-    click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
-                 help="Seconds between progress lines."),
     click.Option(["-v", "--verbose"], is_flag=True,
                  help="Also show the routing table, tool aliases, budgets, sandbox and per-suite score tables "
                       "(always in RUN_DIR/eval.log)."),
+    click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+                 help="Seconds between progress lines."),
     click.Option(["--exec-workers"], type=click.IntRange(min=1),
                  help="Programs the sandbox runs at once for suites that execute model-written code "
                       "(default: the number of cores)."),
@@ -81,8 +91,17 @@ COMMON_OPTIONS: list[click.Option] = [
                       "of 600 and 5x the p99 task time so far): each task in flight, the call it waits on, "
                       "the replica and for how long, to eval.log and `ops runs`."),
     click.Option(["--notify"], metavar="CMD",
-                 help="Run CMD (sh -c) with one JSON event on stdin for each replica ejected, stall, "
-                      "restart and the end of the run; a failing CMD is logged, never fatal."),
+                 help="Run CMD (sh -c) with one JSON event on stdin for each replica ejected, stall, fleet "
+                      "vanished, restart and the end of the run; a failing CMD is logged, never fatal; one still "
+                      "running after 10 s (5 s at the end) is killed with its process group."),
+    click.Option(["--fleet-wait", "fleet_wait"], type=click.FloatRange(min=0, min_open=True), default=60.0,
+                 show_default=True,
+                 help="Seconds a call waits when every replica of its model is down; then the run stops (exit 3; "
+                      "a detached run waits for the fleet) instead of failing task after task."),
+    click.Option(["--max-cost", "max_cost"], type=click.FloatRange(min=0), metavar="USD",
+                 help="Stop taking tasks once the run dir's spend (every call of every attempt, priced from the "
+                      "topology's `pricing:`) passes USD: exit 5. Remembered by the run dir; a resume with a "
+                      "higher limit goes on."),
 ]
 DETACH_ONLY = frozenset({"detach", "max_restarts", "walltime", "restart_backoff"})
 COMMON_NAMES = frozenset(option.name for option in COMMON_OPTIONS if option.name)
@@ -145,65 +164,49 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
         ctx = click.get_current_context()
         given = {key: values[key] for key in own
                  if ctx.get_parameter_source(key) is not click.core.ParameterSource.DEFAULT}
+        options = eval_options(values, given)
         if values["detach"]:
-            _detach(name, values, given, ctx)
+            _detach(name, suite, options, values, ctx)
             return
-        _run(name, values, given)
+        verbose = bool(values["verbose"] or ctx.find_root().params.get("verbose"))
+        _run(name, suite, options, analyze=not values["no_analyze"], verbose=verbose)
 
     return run
 
 
-def _run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
-    from orchestra_ops.runner.prepare import EvalOptions, prepare  # keeps `ops --help` light
+def eval_options(values: dict[str, Any], suite_options: dict[str, Any]) -> EvalOptions:
+    """The EvalOptions of `ops eval SUITE …` (the command line's values): built here only, for a run here,
+    a `--detach`'s checks and its supervised child alike."""
+    from orchestra_ops.runner.options import EvalOptions  # keeps `ops --help` light
     from orchestra_ops.runner.templates import parse_overrides
 
     models = tuple(values["models"])
-    options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
-                          retry_failed=values["retry_failed"], dedupe=values["dedupe"],
-                          concurrency=values["concurrency"], limit=values["limit"],
-                          request_timeout_s=values["timeout"], task_timeout_s=values["task_timeout"],
-                          attempts=values["attempts"], model=models[0] if models else None, models=models,
-                          suite_options=suite_options, templates=parse_overrides(values["templates"]),
-                          topology=values["topology"], model_config=values["model_config"],
-                          progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"],
-                          exec_unsafe=values["exec_unsafe"],
-                          cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
-                          cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
-                          notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1")
-    run = prepare(options)  # takes the run dir's lock: one writer per run dir
-    try:
-        _run_locked(run, suite, values)
-    finally:
-        if run.lock is not None:
-            run.lock.release()
+    return EvalOptions(dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
+                       retry_failed=values["retry_failed"], dedupe=values["dedupe"],
+                       concurrency=values["concurrency"], limit=values["limit"],
+                       request_timeout_s=values["timeout"], task_timeout_s=values["task_timeout"],
+                       attempts=values["attempts"], model=models[0] if models else None, models=models,
+                       suite_options=suite_options, templates=parse_overrides(values["templates"]),
+                       topology=values["topology"], model_config=values["model_config"],
+                       progress_interval_s=values["progress_every"], exec_workers=values["exec_workers"],
+                       exec_unsafe=values["exec_unsafe"],
+                       cache=cache_path(values["cache"], values["cache_file"], values["cache_sampled"]),
+                       cache_sampled=values["cache_sampled"], stall_after_s=values["stall_after"],
+                       notify=values["notify"], supervised=os.environ.get(SUPERVISED_ENV) == "1",
+                       unavailable_wait_s=values["fleet_wait"], max_cost=values["max_cost"],
+                       affinity=values["affinity"])
 
 
-def _run_locked(run: Any, suite: str, values: dict[str, Any]) -> None:
+def _run(name: str, suite: Suite, options: EvalOptions, *, analyze: bool, verbose: bool) -> None:
+    """The eval session (orchestra_ops/api/session.py) with this terminal as its console."""
+    from orchestra_ops.api import evaluate
     from orchestra_ops.cli.live_progress import live_progress
-    from orchestra_ops.runner.evalrun import open_tee, run_eval
-    from orchestra_ops.runner.progress import Progress
 
-    tee = open_tee(run.run_dir, click.echo, alert_console=lambda text: click.secho(text, fg="red", bold=True))
-    tee.verbose = bool(values["verbose"] or click.get_current_context().find_root().params.get("verbose"))
-    progress = Progress(total=len(run.todo))
-    logger = logging.getLogger("orchestra_ops")
-    handler = TeeHandler(tee)
-    propagate = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False  # the tee shows warnings on the console and in eval.log, once
-    try:
-        with live_progress(tee, progress, f"ops eval {suite} · {run.run_dir}"):
-            summary = run_eval(run, tee, progress)
-        if not values["no_analyze"]:
-            analyze_at_end(run.run_dir, tee)
-        tee.line(summary.result_line(suite))
-    except OpsError as exc:
-        tee.file_line(f"error: {exc}")  # the console gets it from the command group
-        raise
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-        tee.close()
+    def display(tee: TeeLog, progress: Progress, run_dir: Path) -> AbstractContextManager[None]:
+        return live_progress(tee, progress, f"ops eval {name} · {run_dir}")
+
+    evaluate(options, suite, console=click.echo, alert_console=lambda text: click.secho(text, fg="red", bold=True),
+             display=display, analyze=analyze, verbose=verbose)
 
 
 def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str | None:
@@ -219,29 +222,19 @@ def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str 
     return None
 
 
-def _detach(suite: str, values: dict[str, Any], suite_options: dict[str, Any], ctx: click.Context) -> None:
+def _detach(name: str, suite: Suite, options: EvalOptions, values: dict[str, Any], ctx: click.Context) -> None:
     """Check everything `ops eval` would (exit 2 here, not in the background), then start the supervisor."""
-    from orchestra_ops.runner.prepare import EvalOptions, prepare
-    from orchestra_ops.runner.templates import parse_overrides
+    from orchestra_ops.api.session import check_eval
     from orchestra_ops.supervise.detach import DetachRequest, detach, eval_slurm_settings
 
-    options = EvalOptions(suite=suite, dataset=values["dataset"], run_dir=values["run_dir"], resume=values["resume"],
-                          retry_failed=values["retry_failed"], dedupe=values["dedupe"],
-                          concurrency=values["concurrency"], limit=values["limit"], models=tuple(values["models"]),
-                          model=values["models"][0] if values["models"] else None, suite_options=suite_options,
-                          templates=parse_overrides(values["templates"]), topology=values["topology"],
-                          model_config=values["model_config"], exec_unsafe=values["exec_unsafe"])
-    run = prepare(options)  # a run dir in use by another eval is refused here, naming its holder
-    run.store.close()
-    if run.lock is not None:  # the supervised eval takes it: held here it could refuse that eval's start
-        run.lock.release()
+    run = check_eval(options, suite)  # a run dir in use by another eval is refused here, naming its holder
     run_dir = run.run_dir.resolve()
-    args = ["eval", suite, *_given_args(ctx, skip=DETACH_ONLY | {"run_dir"}), "--run-dir", str(run_dir)]
+    args = ["eval", name, *_given_args(ctx, skip=DETACH_ONLY | {"run_dir"}), "--run-dir", str(run_dir)]
     topology_file = None if values["model_config"] else run.routing.source  # an endpoints file has no eval:
     slurm = eval_slurm_settings(topology_file, values["walltime"]) if values["detach"] == "slurm" else None
     request = DetachRequest(run_dir=run_dir, eval_args=args, mode=values["detach"],
                             max_restarts=values["max_restarts"], backoff_s=values["restart_backoff"],
-                            notify=values["notify"], slurm=slurm, cwd=Path.cwd(), suite=suite,
+                            notify=values["notify"], slurm=slurm, cwd=Path.cwd(), suite=name,
                             topology=run.routing.name)
     entry = detach(request)
     where = (f"slurm job {entry['job_id']}" if "job_id" in entry
@@ -272,19 +265,3 @@ def _given_args(ctx: click.Context, skip: frozenset[str]) -> list[str]:
         for item in value if param.multiple else [value]:
             args += [flag, str(item)]
     return args
-
-
-def analyze_at_end(run_dir: Path, tee: TeeLog) -> None:
-    """`ops analyze` on the finished run; its failure is a warning (the results are safe already)."""
-    from orchestra_ops.analysis.analyze import analyze_run
-
-    tee.detail(f"analysing {run_dir} (skip with --no-analyze) ...")
-    try:
-        result = analyze_run(run_dir)
-    except (OpsError, OSError, ValueError) as exc:
-        tee.line(f"warning: the analysis failed: {exc}; the results are complete; retry with `ops analyze {run_dir}`")
-        return
-    if result.plot_note:
-        tee.detail(f"note: {result.plot_note}")
-    tee.detail(f"stats: {result.stats_path}")
-    tee.line(f"report: {result.report}")

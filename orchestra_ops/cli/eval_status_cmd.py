@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from orchestra_ops.cli.render import echo_json, print_table, wide_option
 from orchestra_ops.runner.progress import format_wall
 from orchestra_ops.runner.status import run_status, write_samples
+
+if TYPE_CHECKING:
+    from orchestra_ops.runner.suite import Suite
 
 
 @click.command("eval-status")
@@ -17,7 +22,7 @@ from orchestra_ops.runner.status import run_status, write_samples
 def eval_status(run_dir: str, as_json: bool, missing_out: str | None) -> None:
     """How far the run in RUN_DIR got: ok, failed by error type, missing (against its dataset), its score ± its
     95 % interval and the wall time so far."""
-    status = run_status(run_dir)
+    status = run_status(run_dir, registered_suite)
     if missing_out:
         write_samples(missing_out, status.missing_samples)
     if as_json:
@@ -39,3 +44,10 @@ def eval_status(run_dir: str, as_json: bool, missing_out: str | None) -> None:
     print_table(f"run {status.run_dir}", ["", ""], rows)
     if missing_out:
         click.echo(f"wrote {len(status.missing_samples)} missing sample(s) to {missing_out}")
+
+
+def registered_suite(name: str) -> Suite | None:
+    """The registered suite of that name (its units are what the run ran), else None (a plain JSONL dataset)."""
+    from orchestra_ops.evals.registry import SUITES, load_suite  # only the suite the run dir names is imported
+
+    return load_suite(name) if name in SUITES else None

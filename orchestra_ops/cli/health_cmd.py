@@ -20,11 +20,13 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
 def _table(report: HealthReport) -> Table:
     rows = [(p.name, f"{p.host or '?'}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
              _num(p.running), _num(p.waiting), _num(None if p.kv_cache is None else 100 * p.kv_cache, "{:.0f}%"),
+             _num(None if p.prefix_hit_rate is None else 100 * p.prefix_hit_rate, "{:.1f}%"),
              ", ".join(p.adapters) or "-", p.detail) for p in report.probes]
     ready = sum(p.ready for p in report.probes)
     return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
                       ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv",
-                       "adapters", "detail"], rows, optional=("kv", "waiting", "running", "pid", "latency"))
+                       "prefix hit", "adapters", "detail"], rows,
+                     optional=("kv", "waiting", "running", "pid", "latency", "prefix hit"))
 
 
 def _node_table(report: HealthReport) -> Table | None:

@@ -1,4 +1,4 @@
-"""`ops lora load|unload|list`: LoRA adapters in and out of a running fleet (orchestra_ops/lora/runtime.py)."""
+"""`ops lora load|unload|list`: LoRA adapters in and out of a running fleet (orchestra_ops/fleet/lora/runtime.py)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,14 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--model", help="The model (key, served name or role) that serves it; default: the only one with "
                               "runtime_lora: true.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
-              help="Seconds a replica may take to load it.")
+              help="Seconds for the whole load: the lock, asking every replica what it serves, the loads (a "
+                   "replica that takes longer fails it, and it is rolled back).")
 @_TOPOLOGY
 @_JSON
 @wide_option
 def load(name: str, path: str, model: str | None, timeout: float, topology: str | None, as_json: bool) -> None:
     """Load adapter NAME from directory PATH into every replica of a running model (all or none)."""
-    from orchestra_ops.lora.runtime import load_adapter
+    from orchestra_ops.fleet.lora.runtime import load_adapter
 
     report = load_adapter(name, path, model=model, topology=topology, timeout_s=timeout)
     if as_json:
@@ -48,7 +49,7 @@ def load(name: str, path: str, model: str | None, timeout: float, topology: str 
     rank = f", rank {report.rank}" if report.rank is not None else ""
     print_table(f"'{name}' ({report.path}{rank}) loaded into {report.model}: {len(report.outcomes)} replica(s)",
                 ["replica", "address", "status", "detail"],
-                [(o.replica, o.address, o.status, o.message) for o in report.outcomes])
+                [(o.replica, o.address, "-" if o.status is None else o.status, o.message) for o in report.outcomes])
     console = stderr_console()
     console.print(f"{report.endpoints_file}: '{name}' -> {len(report.outcomes)} replica(s) of {report.served_name}",
                   highlight=False)
@@ -63,7 +64,7 @@ def load(name: str, path: str, model: str | None, timeout: float, topology: str 
 @wide_option
 def unload(name: str, model: str | None, topology: str | None, as_json: bool) -> None:
     """Unload adapter NAME from every replica that serves it; it leaves the endpoints file."""
-    from orchestra_ops.lora.runtime import unload_adapter
+    from orchestra_ops.fleet.lora.runtime import unload_adapter
 
     report = unload_adapter(name, model=model, topology=topology)
     if as_json:
@@ -80,7 +81,7 @@ def unload(name: str, model: str | None, topology: str | None, as_json: bool) ->
 @wide_option
 def list_(topology: str | None, as_json: bool) -> None:
     """The adapters each model replica serves now (from its /v1/models)."""
-    from orchestra_ops.lora.runtime import list_adapters
+    from orchestra_ops.fleet.lora.runtime import list_adapters
 
     listing = list_adapters(topology)
     if as_json:

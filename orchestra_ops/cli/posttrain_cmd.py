@@ -1,7 +1,9 @@
 """`ops posttrain`: load an adapter, score base and adapter side by side, unload it, and gate on the result.
 
-Exit codes: 0 pass, 1 block, 2 bad input, 3 fleet or adapter load, 4 eval failure, 124 time limit
-(rerunning the same command resumes). The library: orchestra_ops/posttrain.py.
+Exit codes: 0 pass, 1 block, 2 bad input, 3 fleet or adapter load, 4 eval failure, 6 inconclusive
+(the interval holds -max-drop: the message says how many samples would likely decide it), 124 time
+limit (rerunning the same command resumes). The library: orchestra_ops/posttrain/, its eval run by the one
+eval session (orchestra_ops/api/training.py's run_posttrain passes orchestra_ops.api.evaluate in).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ BLOCK_EXIT = 1
 @click.option("--datasets", default="gsm8k,mmlu", show_default=True,
               help="Comma-separated OpenCompass-scored suites (any `ops eval` suite OpenCompass scores).")
 @click.option("--max-drop", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Block when adapter - base is below -MAX_DROP points beyond its paired 95% interval.")
+              help="Pass when adapter - base's paired 95% interval lies above -MAX_DROP points, block when it "
+                   "lies below, else inconclusive (exit 6).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
               help="Seconds for the whole call (exit 124 past it; rerun to resume).")
 @click.option("--up/--no-up", "up", default=False, help="`ops up TOPOLOGY` first.")
@@ -45,7 +48,7 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
               down: bool, run_dir: str | None, dataset_root: str | None, dataset_dirs: tuple[str, ...],
               concurrency: int, max_tokens: int | None, sample: int | None, seed: int | None, cache: bool,
               cache_file: str | None, cache_sampled: bool, as_json: bool) -> None:
-    """Evaluate adapter NAME=DIR against its base model on --datasets and print a pass/block verdict.
+    """Evaluate adapter NAME=DIR against its base model on --datasets and print a pass/block/inconclusive verdict.
 
     With PEFT's save_pretrained output in ./output, from the repository root:
 
@@ -53,23 +56,26 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
       ops posttrain --topology topologies/local.yaml --up --model answer --adapter ft=./output \\
           --datasets gsm8k,mmlu --max-drop 1.0
     """
+    from orchestra_ops.api.training import PosttrainOptions, run_posttrain
     from orchestra_ops.cli.eval_cmd import cache_path
+    from orchestra_ops.errors import Inconclusive
     from orchestra_ops.evals.opencompass.multi import parse_dataset_dirs
-    from orchestra_ops.posttrain import PosttrainOptions
-    from orchestra_ops.posttrain import posttrain as run
+    from orchestra_ops.posttrain.decision import inconclusive_message
 
     options = PosttrainOptions(topology=topology, model=model, adapter=adapter, datasets=datasets, max_drop=max_drop,
                                timeout_s=timeout, up=up, down=down, run_dir=run_dir, concurrency=concurrency,
                                dataset_dirs=parse_dataset_dirs(dataset_dirs), dataset_root=dataset_root,
                                max_tokens=max_tokens, sample=sample, seed=seed,
                                cache=cache_path(cache, cache_file, cache_sampled), cache_sampled=cache_sampled)
-    result = run(options, console=None if as_json else lambda line: click.echo(line, err=True))
+    result = run_posttrain(options, console=None if as_json else lambda line: click.echo(line, err=True))
     if as_json:
         echo_json(result)
     else:
         _render(result)
     if result["verdict"] == "block":
         click.get_current_context().exit(BLOCK_EXIT)
+    if result["verdict"] == "inconclusive":
+        raise Inconclusive(inconclusive_message(result))
 
 
 def _render(result: dict[str, Any]) -> None:

@@ -24,5 +24,8 @@ def restart(process: str, topology: str | None, timeout: float | None) -> None:
     record = done.state.by_name(done.names[0])
     stderr_console().print(f"{done.state.name}: restarted {record.name} as pid {record.pid}, ready in "
                            f"{done.ready_s:.1f} s", highlight=False, markup=False)
+    for line in done.adapters:
+        stderr_console().print(f"{done.state.name}: runtime adapter {line} loaded again", highlight=False,
+                               markup=False)
     if done.endpoints_file is not None:
         click.echo(str(done.endpoints_file))

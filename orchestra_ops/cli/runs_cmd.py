@@ -19,7 +19,8 @@ ROOT_OPTION = click.option("--root", default="runs", show_default=True, type=cli
 def runs(root: str, as_json: bool) -> None:
     """Every run under --root: state, score ± its 95 % interval, done/failed/total, elapsed, rate, ETA, where.
 
-    States: running, stalled, restarting, stopped, crashed, finished.
+    States: running, stalled, restarting, waiting (for the fleet), stopped, crashed, finished, unreadable.
+    A state shown with `?` is the one recorded: it could not be checked (a slurm controller that does not answer).
     """
     rows = list_runs(root)
     if as_json:
@@ -35,10 +36,14 @@ def runs(root: str, as_json: bool) -> None:
         if row.state == "stalled" and row.stall:
             click.echo(f"{row.name}: stalled, no task finished for {row.stall.get('since_s')} s; "
                        f"see {row.run_dir}/eval.log ([STALL] lines)")
+        if row.unconfirmed:
+            click.echo(f"{row.name}: {row.state} as recorded, not confirmed: {row.unconfirmed}")
+        if row.state in ("unreadable", "waiting") and row.reason:
+            click.echo(f"{row.name}: {row.state}: {row.reason}")
 
 
 def _cells(row: RunRow) -> list[str]:
-    return [row.name, row.suite or "?", row.state, row.score or "",
+    return [row.name, row.suite or "?", f"{row.state}?" if row.unconfirmed else row.state, row.score or "",
             "" if row.elapsed_s is None else format_wall(row.elapsed_s),
             f"{row.done}/{'?' if row.total is None else row.total}", str(row.failed),
             "" if row.rate is None else f"{row.rate:.1f}/s", "" if row.eta_s is None else format_duration(row.eta_s),

@@ -20,8 +20,13 @@ _NONNEG = click.FloatRange(min=0.0)
               help="Context length; longer prompts get vLLM's 400.")
 @click.option("--latency-ms", type=_NONNEG, default=20.0, show_default=True,
               help="Fixed latency per request.")
-@click.option("--prefill-ms-per-token", type=_NONNEG, default=0.0, show_default=True)
+@click.option("--prefill-ms-per-token", type=_NONNEG, default=0.0, show_default=True,
+              help="Per prompt token its prefix cache did not hold (vLLM computes only those).")
 @click.option("--decode-ms-per-token", type=_NONNEG, default=0.0, show_default=True)
+@click.option("--decode-slowdown", type=_NONNEG, default=0.0, show_default=True,
+              help="Decode time grows by this fraction per other request in flight (a batch slows each step).")
+@click.option("--prefix-cache-tokens", type=click.IntRange(min=0), default=65536, show_default=True,
+              help="The prefix cache's capacity in tokens (whole 128-token blocks, least recently used out).")
 @click.option("--jitter", type=_RATE, default=0.0, show_default=True,
               help="Latency scaled by a uniform factor in [1-jitter, 1+jitter].")
 @click.option("--startup-delay-s", type=_NONNEG, default=0.0, show_default=True,
@@ -47,7 +52,8 @@ _NONNEG = click.FloatRange(min=0.0)
 @click.option("--enable-force-include-usage", is_flag=True,
               help="usage on every streamed chunk and a usage chunk at the end (as vLLM's flag).")
 def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float, prefill_ms_per_token: float,
-        decode_ms_per_token: float, jitter: float, startup_delay_s: float, fail_spec: str | None,
+        decode_ms_per_token: float, decode_slowdown: float, prefix_cache_tokens: int, jitter: float,
+        startup_delay_s: float, fail_spec: str | None,
         malformed_rate: float, hang_rate: float, crash_after: int | None, retry_after_s: float,
         seed: int, enable_lora: bool, lora_modules: tuple[str, ...], max_lora_rank: int, max_loras: int,
         enable_prompt_tokens_details: bool, enable_force_include_usage: bool) -> None:
@@ -61,6 +67,7 @@ def sim(host: str, port: int, model: str, max_model_len: int, latency_ms: float,
         raise click.BadParameter(str(exc).removeprefix("--fail: "), param_hint="'--fail'") from exc
     config = SimConfig(model=model, host=host, port=port, max_model_len=max_model_len, latency_ms=latency_ms,
                        prefill_ms_per_token=prefill_ms_per_token, decode_ms_per_token=decode_ms_per_token,
+                       decode_slowdown=decode_slowdown, prefix_cache_tokens=prefix_cache_tokens,
                        jitter=jitter, startup_delay_s=startup_delay_s, fail=fail,
                        malformed_rate=malformed_rate, hang_rate=hang_rate, crash_after=crash_after,
                        seed=seed, retry_after_s=retry_after_s, enable_lora=enable_lora,

@@ -111,5 +111,7 @@ def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool,
     else:
         console.print(f"{state.name}: {len(state.processes)} processes launched on {where}; not waiting "
                       "(check with `ops health`)", highlight=False)
+    for line in result.adapters:
+        console.print(f"{state.name}: runtime adapter {line} loaded again", highlight=False, markup=False)
     if result.endpoints_file is not None:
         click.echo(str(result.endpoints_file))

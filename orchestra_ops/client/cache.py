@@ -1,8 +1,10 @@
 """ResponseCache: answered chat requests kept in SQLite, so the same request is never paid twice.
 
 Key: sha256 of the request body as it is sent (served model name, messages, tools and every
-sampling parameter, the target's request defaults included), serialised as sorted JSON. Value: the
-server's chat-completion body. A request is cacheable when its temperature is 0 (greedy, the
+sampling parameter, the target's request defaults included) and of the identity of what the served
+name stands for (identity.py: an adapter's directory and a fingerprint of its files, a model's path or
+revision, a provider's URL), serialised as sorted JSON: a new checkpoint under an old name never gets
+the old answers. Value: the server's chat-completion body. A request is cacheable when its temperature is 0 (greedy, the
 reproducible setting); a sampled one (temperature > 0, or none given: the server's default samples)
 only with `sampled=True` (`--cache-sampled`): a sampled answer replayed is one draw, not a new one.
 
@@ -11,13 +13,20 @@ Durability: WAL journal, `synchronous=NORMAL`: a committed answer survives the p
 process opens its own connection; writes take SQLite's lock with a busy timeout, readers never block
 writers (WAL). Each answer is committed when it arrives, so a crash loses nothing already answered.
 
+Damage: a file whose pages are damaged is refused at open (`PRAGMA quick_check`, a ConfigError naming
+the file: exit 2). Damage found later, by a read or a write during the run, turns the cache off for
+the rest of the run with one warning: every request from then on is asked of its model (a miss), and
+nothing more is written to the file.
+
 The file defaults to `$OPS_HOME/cache/responses.sqlite` (`default_cache_path`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -28,6 +37,8 @@ from typing import Any
 
 from orchestra_ops.core.paths import ops_home
 from orchestra_ops.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 30.0
 SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
@@ -42,9 +53,11 @@ def default_cache_path() -> Path:
     return ops_home() / "cache" / "responses.sqlite"
 
 
-def request_key(body: Mapping[str, Any]) -> str:
-    """The cache key of one request body (model, messages, tools, sampling parameters)."""
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+def request_key(body: Mapping[str, Any], identity: str | None = None) -> str:
+    """The cache key of one request body (model, messages, tools, sampling parameters) sent to the target
+    whose identity digest is `identity` (identity.py; None: the body alone)."""
+    keyed: Mapping[str, Any] = body if identity is None else {"body": body, "identity": identity}
+    text = json.dumps(keyed, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -65,10 +78,11 @@ class CacheStats:
     misses: int = 0
     stored: int = 0
     skipped_sampled: int = 0
+    errors: int = 0  # reads and writes that failed (the first turns the cache off)
 
     def to_json(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "stored": self.stored,
-                "skipped_sampled": self.skipped_sampled}
+                "skipped_sampled": self.skipped_sampled, "errors": self.errors}
 
 
 class ResponseCache:
@@ -78,13 +92,21 @@ class ResponseCache:
         self.path = Path(path)
         self.sampled = sampled
         self.stats = CacheStats()
+        self.broken: str | None = None  # why the cache was turned off mid-run (None: it works)
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                        check_same_thread=False)
-            self._prepare(time.monotonic() + BUSY_TIMEOUT_S)
         except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"--cache {self.path}: cannot open it as a SQLite response cache: {exc}") from None
+        try:
+            self._prepare(time.monotonic() + BUSY_TIMEOUT_S)
+            self._check()
+        except (OSError, sqlite3.Error, ConfigError) as exc:
+            self._db.close()
+            if isinstance(exc, ConfigError):
+                raise
             raise ConfigError(f"--cache {self.path}: cannot open it as a SQLite response cache: {exc}") from None
 
     def _prepare(self, deadline: float) -> None:
@@ -108,6 +130,27 @@ class ResponseCache:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
+    def _check(self) -> None:
+        """`PRAGMA quick_check`: a file with damaged pages is refused before the run asks it anything.
+
+        It runs on a connection of its own, closed after: the run's connection starts with none of
+        the file's pages in memory, so damage done to the file after this check shows at the first read."""
+        checker = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            rows = checker.execute("PRAGMA quick_check(5)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and is_lock_contention(exc):
+                raise
+            rows = [(str(exc),)]
+        finally:
+            checker.close()
+        problems = [line.strip() for row in rows for line in str(row[0]).splitlines()
+                    if line.strip() and not line.startswith("***")]  # "*** in database main ***" heads a list
+        if problems != ["ok"]:
+            raise ConfigError(f"--cache {self.path}: the file is damaged (PRAGMA quick_check: {problems[0]}"
+                              f"{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''}); move it away "
+                              "(a new cache starts empty) or give --cache-file another path")
+
     def cacheable(self, body: Mapping[str, Any]) -> bool:
         if self.sampled or not is_sampled(body):
             return True
@@ -115,8 +158,16 @@ class ResponseCache:
         return False
 
     def get(self, key: str) -> bytes | None:
+        """The stored answer, or None (not stored, or the cache is off: the caller asks the model)."""
         with self._lock:
-            row = self._db.execute("SELECT body FROM responses WHERE key = ?", (key,)).fetchone()
+            if self.broken is not None:
+                self.stats.misses += 1
+                return None
+            try:
+                row = self._db.execute("SELECT body FROM responses WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                self._turn_off("a read", str(exc))
+                row = None
         if row is None:
             self.stats.misses += 1
             return None
@@ -124,10 +175,30 @@ class ResponseCache:
         return bytes(row[0])
 
     def put(self, key: str, model: str, body: bytes) -> None:
+        """Store an answer; a failure turns the cache off (one warning), never the call that got the answer."""
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses (key, model, body, created) VALUES (?, ?, ?, ?)",
-                             (key, model, body, time.time()))
+            if self.broken is not None:
+                return
+            try:
+                self._db.execute("INSERT OR REPLACE INTO responses (key, model, body, created) VALUES (?, ?, ?, ?)",
+                                 (key, model, body, time.time()))
+            except sqlite3.Error as exc:
+                self._turn_off("a write", str(exc))
+                return
         self.stats.stored += 1
+
+    def turn_off(self, what: str, why: str) -> None:
+        """The cache is damaged (`what` failed, `why`): off for the rest of the run, with one warning."""
+        with self._lock:
+            self._turn_off(what, why)
+
+    def _turn_off(self, what: str, why: str) -> None:
+        self.stats.errors += 1
+        if self.broken is not None:
+            return
+        self.broken = f"{what} failed: {why}"
+        log.warning("response cache %s: %s; the rest of this run asks the models and stores nothing in it "
+                    "(`sqlite3 %s 'PRAGMA quick_check'` says what is damaged)", self.path, self.broken, self.path)
 
     def count(self) -> int:
         with self._lock:
@@ -139,14 +210,17 @@ class ResponseCache:
         return {"path": str(self.path.resolve()), "sampled": self.sampled}
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, contextlib.suppress(sqlite3.Error):  # a damaged file must not fail the end of a run
             self._db.close()
 
 
-def cache_entry(cache: ResponseCache | None, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-    """run.json's record of the cache: this invocation's (`cache`) and whether any invocation used one."""
+def cache_entry(cache: ResponseCache | None, previous: Mapping[str, Any] | None,
+                identities: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """run.json's record of the cache: this invocation's (`cache`, with what each name it keyed on stood
+    for: `identities`) and whether any invocation used one."""
     used_before = bool((previous or {}).get("cache_used"))
-    return {"cache": cache.describe() if cache is not None else None, "cache_used": used_before or cache is not None}
+    described = None if cache is None else {**cache.describe(), "identities": dict(identities or {})}
+    return {"cache": described, "cache_used": used_before or cache is not None}
 
 
 def cache_counts(run_dir: str | Path) -> dict[str, Any] | None:

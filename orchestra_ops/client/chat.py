@@ -6,19 +6,21 @@ import asyncio
 import json
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestra_ops.client.affinity import session_header
 from orchestra_ops.client.cache import ResponseCache, request_key
 from orchestra_ops.client.call_errors import CallError, TransportError
-from orchestra_ops.client.callctx import current_role
+from orchestra_ops.client.callctx import current_role, current_session
 from orchestra_ops.client.pool import Outcome, ReplicaPool
+from orchestra_ops.client.pricing import Price
 from orchestra_ops.client.prompt_size import estimate_prompt_tokens
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy, is_retryable_status, parse_retry_after
+from orchestra_ops.core.error_body import error_message
 
 Message = Mapping[str, Any]
 CACHE_REPLICA = "cache"  # the replica a cached answer names (profile.jsonl also marks it "cache": "hit")
@@ -42,8 +44,9 @@ class CallEvent:
     """One model call as profile.jsonl records it (retries folded into `attempts`).
 
     `{"type": "model_call", "task": id|null, "role", "model", "replica", "start", "latency",
-    "prompt_tokens", "completion_tokens", "attempts", "status"[, "error"]}`; times in seconds.
+    "prompt_tokens", "completion_tokens", "attempts", "status"[, "error"][, "cost"]}`; times in seconds.
     `role` is the name the caller asked for (a role, or a model key), `model` the target it resolved to.
+    `cost` (USD) only for a priced target (client/pricing.py): 0 for a cache hit or a failed call.
     """
 
     role: str
@@ -58,6 +61,7 @@ class CallEvent:
     error: str | None = None
     task: str | int | None = None  # the task (unit of work) that made the call
     cached: bool = False  # answered from the response cache (--cache): no model call was made
+    cost_usd: float | None = None  # None: the target has no pricing
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "model_call", "task": self.task, "role": self.role, "model": self.model,
@@ -65,7 +69,8 @@ class CallEvent:
                 "latency": round(self.latency_s, 6), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "attempts": self.attempts,
                 "status": self.status, **({"error": self.error} if self.error else {}),
-                **({"cache": "hit"} if self.cached else {})}
+                **({"cache": "hit"} if self.cached else {}),
+                **({"cost": round(self.cost_usd, 9)} if self.cost_usd is not None else {})}
 
 
 @dataclass
@@ -83,21 +88,29 @@ class ModelClient:
     on_call: Callable[[CallEvent], None] | None = None
     slots: asyncio.Semaphore | None = None  # a cap on this target's calls in flight (None: the pool's caps)
     cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
+    identity: str | None = None  # what the served name stands for (identity.py), part of every cache key
+    price: Price | None = None  # the target's pricing: each call's cost goes into its event
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
-                   **params: Any) -> ChatResult:
-        """POST /chat/completions; retry what can succeed next time; raise CallError otherwise."""
+                   session: str | None = None, **params: Any) -> ChatResult:
+        """POST /chat/completions; retry what can succeed next time; raise CallError otherwise.
+
+        `session`: the call's session key (default: the `current_session` of the calling context);
+        with the pool's affinity on, it picks the replica and is sent as `x-session-id`.
+        """
+        if session is None:
+            session = current_session.get()
         if self.slots is not None:
             async with self.slots:
-                return await self._timed_chat(messages, role, task, params)
-        return await self._timed_chat(messages, role, task, params)
+                return await self._timed_chat(messages, role, task, session, params)
+        return await self._timed_chat(messages, role, task, session, params)
 
     async def _timed_chat(self, messages: Sequence[Message], role: str, task: str | int | None,
-                          params: Mapping[str, Any]) -> ChatResult:
+                          session: str | None, params: Mapping[str, Any]) -> ChatResult:
         start_wall, start = time.time(), time.monotonic()
         token = current_role.set(role or self.name)  # what a stall report says this task waits on
         try:
-            result = await self._chat(list(messages), params)
+            result = await self._chat(list(messages), params, session)
         except CallError as exc:
             self._report(role, task, start_wall, start, None, exc.attempts, exc.kind, exc.message, exc.replica)
             raise
@@ -112,11 +125,15 @@ class ModelClient:
                 replica: str | None, *, cached: bool = False) -> None:
         if self.on_call is None:
             return
+        cost = None
+        if self.price is not None:
+            cost = 0.0 if result is None or cached else self.price.cost(result.prompt_tokens, result.completion_tokens)
         self.on_call(CallEvent(role=role, model=self.name, replica=replica, start=start_wall,
                                latency_s=time.monotonic() - start,
                                prompt_tokens=result.prompt_tokens if result else None,
                                completion_tokens=result.completion_tokens if result else None,
-                               attempts=attempts, status=status, error=error, task=task, cached=cached))
+                               attempts=attempts, status=status, error=error, task=task, cached=cached,
+                               cost_usd=cost))
 
     def build_body(self, messages: list[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         """request_defaults, then the caller's params (nested dicts merged), then model and messages."""
@@ -147,8 +164,10 @@ class ModelClient:
         if isinstance(wanted, int) and prompt + wanted > limit:
             body[key] = limit - prompt  # vLLM refuses prompt + max_tokens > max_model_len with a 400
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, session: str | None) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
+        if session is not None and self.pool.sessions is not None:
+            headers["x-session-id"] = session_header(session)  # a router in front keeps the same affinity
         if self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)  # read at call time; never stored or logged
             if not key:
@@ -157,21 +176,24 @@ class ModelClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    async def _chat(self, messages: list[Message], params: Mapping[str, Any]) -> ChatResult:
+    async def _chat(self, messages: list[Message], params: Mapping[str, Any], session: str | None) -> ChatResult:
         body = self.build_body(messages, params)
         payload = json.dumps(body).encode()
         key = None
         if self.cache is not None and self.cache.cacheable(body):
-            key = request_key(body)
+            key = request_key(body, self.identity)
             cached = self.cache.get(key)
             if cached is not None:
-                return self._parse(cached, CACHE_REPLICA, 0, 0.0)
+                try:
+                    return self._parse(cached, CACHE_REPLICA, 0, 0.0)
+                except CallError as exc:  # a damaged page handed back garbage: ask the model instead
+                    self.cache.turn_off("a read", exc.message)
         attempts = self.retry.attempts
         last: CallError | None = None
         previous: Replica | None = None
         for attempt in range(1, attempts + 1):
-            headers = self._headers()
-            replica = await self.pool.acquire(avoid=previous)
+            headers = self._headers(session)
+            replica = await self.pool.acquire(avoid=previous, session=session)
             previous = replica
             outcome: Outcome = "busy"  # neutral unless set below: a cancelled call says nothing of the replica
             retry_after: float | None = None
@@ -208,10 +230,7 @@ class ModelClient:
 
     def _store(self, key: str, body: bytes) -> None:
         assert self.cache is not None
-        try:
-            self.cache.put(key, self.served_name, body)
-        except sqlite3.Error as exc:  # the answer is good; only its replay later is lost
-            log.warning("response cache %s: could not store an answer: %s", self.cache.path, exc)
+        self.cache.put(key, self.served_name, body)  # a failure turns the cache off; the answer stands
 
     def _parse(self, body: bytes, replica: Replica | str, attempt: int, latency: float) -> ChatResult:
         address = replica if isinstance(replica, str) else replica.address
@@ -227,23 +246,6 @@ class ModelClient:
                           finish_reason=choice.get("finish_reason"),
                           prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
                           replica=address, attempts=attempt, latency_s=latency)
-
-
-def error_message(body: bytes) -> str:
-    """vLLM answers `{"message": …}` (or `{"error": {"message": …}}` like OpenAI); else the raw text."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body[:500].decode(errors="replace").strip() or "(empty body)"
-    if isinstance(data, dict):
-        inner = data.get("error")
-        if isinstance(inner, dict) and "message" in inner:
-            return str(inner["message"])
-        if "message" in data:
-            return str(data["message"])
-        if "detail" in data:
-            return str(data["detail"])
-    return json.dumps(data)[:500]
 
 
 def _kind_for(status: int, message: str) -> str:

@@ -6,12 +6,14 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from orchestra_ops.client.affinity import Move
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.chat import CallEvent, ChatResult, Message, ModelClient
+from orchestra_ops.client.identity import Identity, identity_digest, static_identity
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
@@ -28,9 +30,11 @@ class FleetClient:
     def __init__(self, routing: Routing, *, retry: RetryPolicy | None = None,
                  request_timeout_s: float | None = None, replica_cap: int = DEFAULT_REPLICA_CAP,
                  unavailable_wait_s: float = 60.0, transport: Transport | None = None,
-                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None) -> None:
+                 on_call: Callable[[CallEvent], None] | None = None, cache: ResponseCache | None = None,
+                 identities: Mapping[str, Identity] | None = None) -> None:
         self.routing = routing
         self.cache = cache
+        self.identities: dict[str, Identity] = dict(identities or {})  # target -> what it stands for (cache keys)
         self.retry = retry or RetryPolicy()
         self.request_timeout_s = request_timeout_s or routing.request_timeout_s
         self._timeout_from_cli = request_timeout_s is not None  # --timeout overrides every per-model one
@@ -41,6 +45,7 @@ class FleetClient:
         self.on_call = on_call
         self._clients: dict[str, ModelClient] = {}
         self.on_eject: Callable[[str, str, str], None] | None = None  # each pool's ejections (pool, replica, reason)
+        self.on_move: Callable[[str, Move], None] | None = None  # each pool's session moves (pool, move)
 
     def check(self, names: Iterable[str]) -> list[Target]:
         """Resolve every name a run will call, before any request: unknown names, models without
@@ -71,16 +76,30 @@ class FleetClient:
             replicas = [Replica.for_provider(target.base_url, target.max_concurrency or self.replica_cap)]
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
-        pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s)
+        pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s,
+                           affinity=target.affinity)
         pool.on_eject = self.on_eject
+        pool.on_move = self.on_move
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s
                                                                          or self.request_timeout_s)
         limit = self._limits.get(target.name)
+        identity = None
+        if self.cache is not None:
+            if target.name not in self.identities:  # a name the run did not announce: what is declared
+                self.identities[target.name] = static_identity(target, self.routing.workdir,
+                                                                declared=self.routing.declared)
+            identity = identity_digest(self.identities[target.name])
         return ModelClient(name=target.name, served_name=target.served_name, pool=pool,
                            request_timeout_s=timeout, retry=self.retry,
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
-                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache)
+                           api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache,
+                           identity=identity, price=target.price)
+
+    def end_session(self, session: str) -> None:
+        """A unit of work is done: every pool forgets where its session was (the table stays bounded)."""
+        for client in self._clients.values():
+            client.pool.end_session(session)
 
     def limit(self, name: str, concurrency: int) -> None:
         """At most `concurrency` calls in flight to `name`'s target at once (e.g. a judge's own cap).
@@ -94,8 +113,8 @@ class FleetClient:
         self._limits[target.name] = concurrency
 
     async def chat(self, name: str, messages: Sequence[Message], *, task: str | int | None = None,
-                   **params: Any) -> ChatResult:
-        return await self.client(name).chat(messages, role=name, task=task, **params)
+                   session: str | None = None, **params: Any) -> ChatResult:
+        return await self.client(name).chat(messages, role=name, task=task, session=session, **params)
 
     async def discover_limits(self, names: Iterable[str]) -> None:
         """Best effort: read `max_model_len` from `/v1/models` for local models that do not declare it."""

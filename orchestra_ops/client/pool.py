@@ -2,6 +2,10 @@
 
 - A request goes to the healthy replica with the fewest outstanding requests that is below its
   cap; when every healthy replica is at its cap, it waits for a slot.
+- A request that names a session (`acquire(session=KEY)`) goes to its session's replica instead,
+  chosen by consistent hashing with bounded loads (affinity.py) while the pool's affinity is
+  "session" (the default); `end_session(KEY)` forgets it when its unit of work is done. A session
+  that moves (its replica ejected, over the load bound or at its cap) is reported to `on_move`.
 - A replica that refuses connections is ejected at once; one that times out or answers 5xx
   `eject_after` times in a row is ejected too. An ejected replica is probed (`GET /health`) in
   the background with growing intervals and comes back on the first 200.
@@ -19,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from orchestra_ops.client.affinity import Affinity, Move, SessionAffinity
 from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.transport import Transport
@@ -31,7 +36,8 @@ Outcome = Literal["ok", "busy", "fail", "down"]
 class ReplicaPool:
     def __init__(self, name: str, replicas: Sequence[Replica], transport: Transport, *,
                  unavailable_wait_s: float = 60.0, eject_after: int = 3,
-                 probe_interval_s: float = 0.25, probe_max_interval_s: float = 5.0) -> None:
+                 probe_interval_s: float = 0.25, probe_max_interval_s: float = 5.0,
+                 affinity: Affinity | None = None) -> None:
         if not replicas:
             raise ValueError(f"{name}: a pool needs at least one replica")
         self.name = name
@@ -46,12 +52,23 @@ class ReplicaPool:
         self._turn = itertools.count()
         self._last_pick: dict[int, int] = {}
         self.on_eject: Callable[[str, str, str], None] | None = None  # (pool, replica address, reason)
+        self.affinity = affinity or Affinity()
+        self.sessions: SessionAffinity | None = (SessionAffinity(self.replicas, self.affinity.load_factor)
+                                                 if self.affinity.mode == "session" else None)
+        self.on_move: Callable[[str, Move], None] | None = None  # (pool, the move)
 
     @property
     def healthy(self) -> list[Replica]:
         return [r for r in self.replicas if r.healthy]
 
-    def _pick(self, avoid: Replica | None) -> Replica | None:
+    def _pick(self, avoid: Replica | None, session: str | None) -> Replica | None:
+        if session is not None and self.sessions is not None:
+            placed = self.sessions.pick(session, avoid)
+            if placed is not None:
+                replica, move = placed
+                if move is not None and self.on_move is not None:
+                    self.on_move(self.name, move)
+                return replica
         free = [r for r in self.replicas if r.healthy and r.outstanding < r.cap]
         if avoid is not None and len(free) > 1:
             free = [r for r in free if r is not avoid] or free
@@ -60,12 +77,16 @@ class ReplicaPool:
         # fewest outstanding; on a tie, the one picked longest ago (round robin when idle)
         return min(free, key=lambda r: (r.outstanding, self._last_pick.get(id(r), -1)))
 
-    async def acquire(self, avoid: Replica | None = None) -> Replica:
-        """A replica with a free slot (its outstanding count already taken); see the module doc."""
+    async def acquire(self, avoid: Replica | None = None, session: str | None = None) -> Replica:
+        """A replica with a free slot (its outstanding count already taken); see the module doc.
+
+        `avoid`: the replica the previous attempt of this call failed on (a retry goes elsewhere when
+        it can); `session`: the call's session key (None: least loaded, as with affinity "none").
+        """
         loop = asyncio.get_running_loop()
         down_since: float | None = None
         while True:
-            replica = self._pick(avoid)
+            replica = self._pick(avoid, session)
             if replica is not None:
                 replica.outstanding += 1
                 replica.requests += 1
@@ -101,6 +122,11 @@ class ReplicaPool:
             if replica.healthy and (outcome == "down" or replica.consecutive_failures >= self.eject_after):
                 self._eject(replica, error)
         self._wake(1)
+
+    def end_session(self, session: str) -> None:
+        """The session's unit of work is done: its placement is forgotten (a later call is placed anew)."""
+        if self.sessions is not None:
+            self.sessions.end(session)
 
     def _wake(self, count: int | None) -> None:
         woken = 0

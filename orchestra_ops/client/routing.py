@@ -12,11 +12,13 @@ name as the request's `model` (how vLLM picks an adapter).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from orchestra_ops.config.topology import Topology
+from orchestra_ops.client.affinity import Affinity, AffinityMode
+from orchestra_ops.client.pricing import Price
+from orchestra_ops.config.topology import Pricing, Topology
 from orchestra_ops.core.suggest import did_you_mean
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.endpoints import Endpoints
@@ -40,6 +42,10 @@ class Target:
     adapter_of: str | None = None  # a LoRA adapter: the model key it runs on
     tokenizer: str | None = None  # declared tokenizer ("estimate" or a path); None: checkpoint dir, else the replica
     checkpoint: str | None = None  # the model as the topology names it (a local checkpoint path, or a hub id)
+    revision: str | None = None  # engine_args' --revision (a hub model's revision), for the response cache's key
+    adapter_path: str | None = None  # a LoRA adapter: its directory (lora_modules, or lora.json of `ops lora load`)
+    price: Price | None = None  # the topology's `pricing` (None: calls are not priced)
+    affinity: Affinity = field(default_factory=Affinity)  # how its pool places session calls (topology `routing:`)
 
     @property
     def where(self) -> str:
@@ -60,6 +66,8 @@ class Routing:
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     aliases: Mapping[str, str] = field(default_factory=dict)  # tool alias -> role or target key (topology aliases:)
     runtime_lora: tuple[str, ...] = ()  # model keys that take `ops lora load` (runtime_lora: true)
+    workdir: str | None = None  # where the fleet was started (relative model and adapter paths are from there)
+    declared: bool = True  # targets come from a topology (False: an endpoints file, which says only names)
 
     def resolve(self, name: str) -> tuple[str, Target]:
         """(role or "", target) for a role, a model/provider key or a served model name."""
@@ -118,6 +126,13 @@ class Routing:
         """The `api_key_env` variable of every provider declared (called by this run or not): what a run redacts."""
         return sorted({t.api_key_env for t in self.targets.values() if t.api_key_env})
 
+    def with_affinity(self, mode: AffinityMode) -> Routing:
+        """The same routing with every model's affinity mode set to `mode` (`ops eval --affinity`);
+        each keeps its load factor. Providers keep theirs (none: a single endpoint)."""
+        targets = {key: replace(t, affinity=Affinity(mode, t.affinity.load_factor)) if t.kind == "model" else t
+                   for key, t in self.targets.items()}
+        return replace(self, targets=targets)
+
     def table(self) -> list[tuple[str, str, str, str]]:
         """Rows (role, target, kind, replicas) for the routing table a run prints at start."""
         rows: list[tuple[str, str, str, str]] = []
@@ -129,20 +144,27 @@ class Routing:
 
 
 def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endpoints_file: str,
-                  adapters: Mapping[str, str] | None = None) -> Routing:
-    """`adapters`: adapters loaded at run time (name -> model key), beside the topology's lora_modules."""
+                  adapters: Mapping[str, str] | None = None, adapter_paths: Mapping[str, str] | None = None,
+                  workdir: str | None = None) -> Routing:
+    """`adapters`: adapters loaded at run time (name -> model key), beside the topology's lora_modules;
+    `adapter_paths`: their directories (name -> path, lora.json)."""
     targets: dict[str, Target] = {}
     for key, model in topology.models.items():
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(model.served_name, []))
         targets[key] = Target(name=key, kind="model", served_name=model.served_name, addresses=addresses,
                               request_defaults=dict(model.request_defaults), max_model_len=model.max_model_len,
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
-                              checkpoint=model.model)
+                              checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"),
+                              price=_price(model.pricing),
+                              affinity=Affinity(model.routing.affinity, model.routing.load_factor))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
+    paths = {**(adapter_paths or {}),
+             **{name: path for model in topology.models.values() for name, path in model.lora_modules.items()}}
     for name, key in {**(adapters or {}), **declared}.items():
         if key in targets and name not in targets:
             addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(name, []))
-            targets[name] = replace(targets[key], name=name, served_name=name, addresses=addresses, adapter_of=key)
+            targets[name] = replace(targets[key], name=name, served_name=name, addresses=addresses, adapter_of=key,
+                                    adapter_path=paths.get(name))
     for key in topology.services:
         addresses = tuple((e["ip_addr"], e["port"]) for e in endpoints.get(key, []))
         targets[key] = Target(name=key, kind="service", served_name=key, addresses=addresses)
@@ -150,12 +172,28 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
         targets[key] = Target(name=key, kind="provider", served_name=provider.model, base_url=provider.base_url,
                               api_key_env=provider.api_key_env, max_concurrency=provider.max_concurrency,
                               request_defaults=dict(provider.request_defaults),
-                              request_timeout_s=provider.request_timeout_s)
+                              request_timeout_s=provider.request_timeout_s, price=_price(provider.pricing),
+                              affinity=Affinity("none"))  # one endpoint; nothing about our tasks leaves
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
-                   aliases=dict(topology.aliases),
+                   aliases=dict(topology.aliases), workdir=workdir,
                    runtime_lora=tuple(key for key, model in topology.models.items() if model.runtime_lora))
+
+
+def engine_arg(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins, as argparse reads it)."""
+    value = None
+    for index, arg in enumerate(argv):
+        if arg == flag and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
+
+
+def _price(pricing: Pricing | None) -> Price | None:
+    return None if pricing is None else Price(pricing.input_per_mtok, pricing.output_per_mtok)
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:
@@ -166,4 +204,4 @@ def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routin
         for key, entries in endpoints.items()
     }
     return Routing(source=source, name=name, endpoints_file=source, roles={k: k for k in targets},
-                   targets=targets)
+                   targets=targets, declared=False)

@@ -10,7 +10,7 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.core.paths import endpoints_path, latest_topology_name, state_path
 from orchestra_ops.errors import ConfigError, StateError
 from orchestra_ops.fleet.endpoints import read_endpoints
-from orchestra_ops.fleet.lora_records import runtime_adapters
+from orchestra_ops.fleet.lora.loaded import runtime_adapter_paths, runtime_adapters
 from orchestra_ops.fleet.state import read_state
 
 
@@ -35,7 +35,16 @@ def load_routing(topology: str | None = None, model_config: str | None = None) -
         raise StateError(f"{endpoints_file}: no endpoints file for topology '{topo.name}'; run `ops up "
                          f"{source}` first (or pass --model-config FILE)")
     return from_topology(topo, read_endpoints(endpoints_file), source=source, endpoints_file=str(endpoints_file),
-                         adapters=runtime_adapters(topo.name))
+                         adapters=runtime_adapters(topo.name), adapter_paths=runtime_adapter_paths(topo.name),
+                         workdir=_fleet_workdir(topo.name))
+
+
+def _fleet_workdir(name: str) -> str | None:
+    """Where `ops up` started the fleet (relative model and adapter paths are from there), if it is recorded."""
+    try:
+        return read_state(name).cwd if state_path(name).is_file() else None
+    except StateError:
+        return None
 
 
 def _topology_file_from_state(name: str) -> str:

@@ -20,7 +20,7 @@ Problem = tuple[tuple[Any, ...], str]
 
 # Tool-call parsers vLLM ships (`vllm serve --tool-call-parser`): the registry of vLLM 0.32/0.33
 # (vllm/tool_parsers/__init__.py; `minimax` is gone, only minimax_m2/m3). The node's own vLLM is the final
-# word: `ops up` and `ops plan --check` have it parse the exact argv (vllmcheck.py).
+# word: `ops up` and `ops plan --check` have it parse the exact argv (fleet/argv_check.py).
 KNOWN_TOOL_PARSERS: frozenset[str] = frozenset({
     "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32",
     "deepseek_v4", "deepseek_v41", "dots", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47",

@@ -49,9 +49,13 @@ class SimSettings(Strict):
     latency_ms: float = Field(20.0, ge=0)
     """Fixed latency of every request."""
     prefill_ms_per_token: float = Field(0.0, ge=0)
-    """More latency per prompt token."""
+    """More latency per prompt token its prefix cache did not hold."""
     decode_ms_per_token: float = Field(0.0, ge=0)
     """More latency per completion token."""
+    decode_slowdown: float = Field(0.0, ge=0)
+    """Decode slows with the requests in flight: decode x (1 + this x (requests in flight - 1))."""
+    prefix_cache_tokens: int = Field(65536, ge=0)
+    """The replica's prefix-cache capacity in tokens."""
     jitter: float = Field(0.0, ge=0, le=1)
     """Random share of the latency (0..1), seeded."""
     startup_delay_s: float = Field(0.0, ge=0)
@@ -77,6 +81,29 @@ class SimSettings(Strict):
             if not match or not 0 <= float(match.group(2)) <= 1:
                 raise ValueError(f"'{part.strip()}' is not STATUS:RATE (e.g. 500:0.05)")
         return value
+
+
+class Pricing(Strict):
+    """What a call costs, in USD per million tokens (client/pricing.py); `--max-cost` and the usage tables read it."""
+
+    input_per_mtok: float = Field(ge=0)
+    """USD per million prompt tokens."""
+    output_per_mtok: float = Field(ge=0)
+    """USD per million completion tokens."""
+
+
+class ModelRouting(Strict):
+    """`routing:` how the client spreads a model's calls over its replicas (client/affinity.py).
+
+    `affinity: session` sends every call of one session (an agent task, a tau2 side, a HealthBench
+    example) to one replica, so vLLM's prefix cache holds its history, under a load bound of
+    ceil(load_factor * mean) calls in flight per replica; `none` sends each call to the least loaded.
+    """
+
+    affinity: Literal["session", "none"] = "session"
+    """`session`: a session's calls stay on one replica (under the load bound); `none`: the least loaded."""
+    load_factor: float = Field(1.25, ge=1.0, allow_inf_nan=False)
+    """The load bound: at most ceil(load_factor * mean) calls in flight per replica."""
 
 
 class ModelSpec(Strict):
@@ -121,6 +148,8 @@ class ModelSpec(Strict):
     """Environment variables of its processes."""
     sim: SimSettings | None = None
     """How the simulated engine behaves (`engine: sim`)."""
+    routing: ModelRouting = Field(default_factory=ModelRouting)
+    """How calls spread over the replicas (affinity, load_factor)."""
     # LoRA adapters (orchestra_ops/lora): name -> adapter directory (relative: to where `ops` runs)
     lora_modules: dict[str, str] = Field(default_factory=dict)
     """LoRA adapters served from the start: name -> adapter directory (relative: to where ops runs)."""
@@ -130,6 +159,8 @@ class ModelSpec(Strict):
     """Adapters in one batch (vLLM's `--max-loras`, default 1)."""
     runtime_lora: bool = False
     """Allow `ops lora load/unload` (sets `VLLM_ALLOW_RUNTIME_LORA_UPDATING`)."""
+    pricing: Pricing | None = None
+    """USD per million tokens (a self-hosted model's own accounting; its adapters share it)."""
 
     @property
     def served_name(self) -> str:
@@ -190,6 +221,8 @@ class Provider(Strict):
     """Merged into every request to it."""
     request_timeout_s: float | None = Field(None, gt=0)
     """Seconds per call (default: `defaults.request_timeout_s`)."""
+    pricing: Pricing | None = None
+    """USD per million tokens, for cost in scores.json and --max-cost."""
 
     @field_validator("api_key_env")
     @classmethod

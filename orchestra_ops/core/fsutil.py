@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.core.redact import redact
-from orchestra_ops.errors import DiskFull, OpsError
+from orchestra_ops.errors import ConfigError, DiskFull, OpsError
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -19,6 +19,20 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 def is_disk_full(exc: BaseException) -> bool:
     """ENOSPC or EDQUOT: the file system (or the user's quota) has no room left."""
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def writable_dir(path: str | Path, flag: str = "--out") -> Path:
+    """`path` as a directory this process can write a file into (made when missing)."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ops-write-check-"):
+            pass
+    except FileExistsError:
+        raise ConfigError(f"{flag} {folder}: exists and is not a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"{flag} {folder}: cannot write there ({exc.strerror or exc})") from None
+    return folder
 
 
 def open_for_append(path: str | os.PathLike[str]) -> int:

@@ -131,8 +131,9 @@ def stored_headline(scores: Mapping[str, Any] | None) -> Headline | None:
 
 
 def cost_of(scores: Mapping[str, Any] | None) -> float | None:
-    """The run's cost in dollars where scores.json has one (`cost`: a number, or a mapping with a total)."""
-    cost = (scores or {}).get("cost")
-    if isinstance(cost, Mapping):
-        cost = next((cost[key] for key in ("total_usd", "usd", "total") if key in cost), None)
+    """The run's cost in dollars where scores.json has one (`usage.total.cost_usd`, written where the topology
+    prices the models called; None: not priced)."""
+    usage = (scores or {}).get("usage")
+    total = usage.get("total") if isinstance(usage, Mapping) else None
+    cost = total.get("cost_usd") if isinstance(total, Mapping) else None
     return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None

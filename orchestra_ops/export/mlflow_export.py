@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,11 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.errors import ConfigError, EvalError
+from orchestra_ops.export.destination import environment
+from orchestra_ops.export.destination import tracking_uri as checked_uri
 from orchestra_ops.export.run_view import RunView, run_view
 
 log = logging.getLogger(__name__)
 
 DEFAULT_EXPERIMENT = "orchestra-ops"
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}  # unless the user set them
 METRICS_PER_BATCH = 500  # MLflow takes at most 1000 metrics, 100 params and 100 tags per log_batch
 PARAMS_PER_BATCH = 100
 
@@ -57,19 +62,25 @@ def _client(tracking_uri: str) -> Any:
 
 
 def export_mlflow(run_dir: str | Path, *, tracking_uri: str, experiment: str = DEFAULT_EXPERIMENT) -> MlflowExport:
+    """ConfigError (exit 2) for a URI MLflow should not use, Unreachable (exit 3) for a server that does not
+    answer (destination.py), EvalError (exit 4) for what the server refused."""
+    checked_uri(tracking_uri)
     view = run_view(run_dir)
-    client = _client(tracking_uri)
-    from mlflow.exceptions import MlflowException
+    # a server that goes away mid-export: a few retries in seconds, not MLflow's default of minutes
+    limits = {key: os.environ.get(key, value) for key, value in HTTP_LIMITS.items()}
+    with environment(limits):
+        client = _client(tracking_uri)
+        from mlflow.exceptions import MlflowException
 
-    chatter = io.StringIO()  # MLflow prints "View run at …" links; the library never prints
-    try:
-        with contextlib.redirect_stdout(chatter):
-            return _export(client, view, tracking_uri, experiment)
-    except MlflowException as exc:
-        raise EvalError(f"MLflow at {tracking_uri}: {exc.message}") from None
-    finally:
-        if chatter.getvalue().strip():
-            log.info("mlflow: %s", chatter.getvalue().strip())
+        chatter = io.StringIO()  # MLflow prints "View run at …" links; the library never prints
+        try:
+            with contextlib.redirect_stdout(chatter):
+                return _export(client, view, tracking_uri, experiment)
+        except MlflowException as exc:
+            raise EvalError(f"MLflow at {tracking_uri}: {exc.message}") from None
+        finally:
+            if chatter.getvalue().strip():
+                log.info("mlflow: %s", chatter.getvalue().strip())
 
 
 def _export(client: Any, view: RunView, tracking_uri: str, experiment: str) -> MlflowExport:

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.errors import ConfigError
-from orchestra_ops.export.run_view import run_view
+from orchestra_ops.core.fsutil import writable_dir
+from orchestra_ops.errors import ConfigError, EvalError
+from orchestra_ops.export.destination import environment
+from orchestra_ops.export.run_view import RunView, run_view
 
 DEFAULT_PROJECT = "orchestra-ops"
 
@@ -37,14 +39,24 @@ class WandbExport:
 
 
 def export_wandb(run_dir: str | Path, *, out: str | Path, project: str = DEFAULT_PROJECT) -> WandbExport:
+    """ConfigError (exit 2) when --out cannot be written: W&B is never left to pick another place."""
+    out_dir = writable_dir(Path(out).resolve())
     view = run_view(run_dir)
     try:
         import wandb
     except ImportError:
         raise ConfigError("--format wandb needs the wandb package: pip install wandb (or orchestra-ops[dev])") from None
-    out_dir = Path(out).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("WANDB_SILENT", "true")
+    # everything W&B writes (its cache and core logs, config, data and artifact staging) goes under --out
+    private = out_dir / ".ops-wandb"  # not `.wandb`: W&B would put its runs there
+    places = {f"WANDB_{name.upper()}_DIR": str(private / name) for name in ("cache", "config", "data", "artifact")}
+    with environment({**places, "WANDB_DIR": str(out_dir), "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}):
+        written = _write(wandb, view, out_dir, project)
+    if out_dir not in written.run_dir.parents:
+        raise EvalError(f"W&B wrote the run to {written.run_dir}, outside --out {out_dir}")
+    return written
+
+
+def _write(wandb: Any, view: RunView, out_dir: Path, project: str) -> WandbExport:
     settings = wandb.Settings(mode="offline", silent=True, console="off", disable_git=True, x_disable_stats=True,
                               save_code=False, disable_job_creation=True)
     run = wandb.init(dir=str(out_dir), project=project, id=view.run_key, name=view.name, config=view.params,

@@ -1,7 +1,6 @@
 """The fleet: every process a topology declares, brought up, watched, repaired and brought down.
 
     plan.py            Topology -> LaunchPlan: every process `ops up` would start, as plain data (pure)
-    lora_argv.py       the vLLM flags and environment of a model that serves LoRA adapters (pure)
     node_groups.py     a plan's processes grouped by node, each node with its backend
     backends/          local, tmux, ssh and slurm: start, stop and see processes on one node
     argv_check.py      each node's own vLLM parses the exact argv before anything starts (+ its cache)
@@ -12,5 +11,7 @@
     views.py           what `ops health`, `ops status` and `ops logs` show
     state.py           `.ops/<name>/state.json`: what `ops up` started, written atomically
     endpoints.py       the endpoints file (ToolOrchestra's model_config JSON)
-    lora_records.py    `.ops/<name>/lora.json`: the adapters `ops lora load` put into running replicas
+    lora_argv.py       the vLLM flags and environment of a model that serves LoRA adapters (pure)
+    lora/              adapters loaded into running replicas, their record, their reload into a repaired one
+    prefix_counters.py vLLM's prefix-cache counters read from /metrics (what affinity is seen by)
 """

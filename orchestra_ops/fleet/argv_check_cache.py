@@ -1,6 +1,6 @@
 """Remember the commands this machine's vLLM accepted, so a repeated `ops up` does not pay the check again.
 
-The check (vllmcheck.py) imports vLLM: 8-15 s of a 2-core machine, a third of a CPU replica's start. What
+The check (argv_check.py) imports vLLM: 8-15 s of a 2-core machine, a third of a CPU replica's start. What
 vLLM decides depends only on the vLLM install and the command, so an accepted answer is kept under a key
 of both: the executable and the interpreter its shebang names (resolved paths, size and mtime: a pip
 upgrade rewrites them), the argv with the port left out (each bring-up may take other ports), and the

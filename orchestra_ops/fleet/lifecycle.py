@@ -69,6 +69,7 @@ class UpResult:
     kept: list[str] = field(default_factory=list)  # a repair: these kept running (their pids unchanged)
     external: list[str] = field(default_factory=list)  # our pid gone, the port serving: left alone
     already_up: bool = False  # it was up and serving as the file says: nothing was started
+    adapters: list[str] = field(default_factory=list)  # a repair: runtime adapters loaded again into the new ones
 
 
 WarningCallback = Callable[[str], None]
@@ -236,7 +237,7 @@ def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
     if opts.endpoints_out is not None and done.endpoints_file is not None:
         write_endpoints(opts.endpoints_out, read_endpoints(done.endpoints_file))
     return UpResult(state=done.state, endpoints_file=done.endpoints_file, ready_s=done.ready_s,
-                    restarted=done.names, kept=found.alive, external=found.external)
+                    restarted=done.names, kept=found.alive, external=found.external, adapters=done.adapters)
 
 
 def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: Backends) -> None:

@@ -215,6 +215,10 @@ def sim_argv(topology: Topology, model: ModelSpec, bind: str, port: int, index: 
              "--decode-ms-per-token", _num(sim.decode_ms_per_token),
              "--jitter", _num(sim.jitter),
              "--startup-delay-s", _num(sim.startup_delay_s)]
+    if sim.decode_slowdown:
+        argv += ["--decode-slowdown", _num(sim.decode_slowdown)]
+    if sim.prefix_cache_tokens != SimSettings().prefix_cache_tokens:
+        argv += ["--prefix-cache-tokens", str(sim.prefix_cache_tokens)]
     if sim.fail:
         argv += ["--fail", sim.fail.replace(" ", "")]
     if sim.malformed_rate:

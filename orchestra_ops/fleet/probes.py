@@ -15,7 +15,9 @@ A model replica is READY when `/health` answers 200, `/v1/models` lists its serv
 
 All probes of a fleet run concurrently on one event loop: 32 endpoints take about one probe's time.
 Load comes from vLLM's `/metrics`: `vllm:num_requests_running`, `vllm:num_requests_waiting`, and
-`vllm:kv_cache_usage_perc` (older vLLM: `vllm:gpu_cache_usage_perc`), summed over label sets.
+`vllm:kv_cache_usage_perc` (older vLLM: `vllm:gpu_cache_usage_perc`), summed over label sets; the
+prefix-cache hit rate since the replica started from `vllm:prefix_cache_hits_total` /
+`vllm:prefix_cache_queries_total` (prompt tokens; client/prefix_counters.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from orchestra_ops.fleet.prefix_counters import PrefixCounters, parse_prefix_counters
 
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 
@@ -76,6 +80,11 @@ class Probe:
     kv_cache: float | None = None  # fraction 0..1, as vLLM reports it
     detail: str = ""
     adapters: tuple[str, ...] = ()  # LoRA adapters /v1/models lists (cards with a parent)
+    prefix: PrefixCounters | None = None  # its prefix-cache counters since it started (None: not read)
+
+    @property
+    def prefix_hit_rate(self) -> float | None:
+        return None if self.prefix is None else self.prefix.hit_rate
 
     @property
     def ready(self) -> bool:
@@ -90,7 +99,9 @@ class Probe:
         return {"name": self.name, "host": self.host, "port": self.port, "state": self.state.value,
                 "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1),
                 "pid": self.pid, "model": self.model, "running": self.running, "waiting": self.waiting,
-                "kv_cache": self.kv_cache, "detail": self.detail, "adapters": list(self.adapters)}
+                "kv_cache": self.kv_cache, "detail": self.detail, "adapters": list(self.adapters),
+                "prefix_cache": None if self.prefix is None else {
+                    "hits": self.prefix.hits, "queries": self.prefix.queries, "hit_rate": self.prefix.hit_rate}}
 
 
 # ---- /metrics -------------------------------------------------------------------------------------
@@ -103,6 +114,7 @@ class Load:
     running: float | None
     waiting: float | None
     kv_cache: float | None
+    prefix: PrefixCounters | None = None
 
 
 def parse_metrics(text: str) -> Load:
@@ -119,7 +131,7 @@ def parse_metrics(text: str) -> Load:
         sums[match.group(1)] = sums.get(match.group(1), 0.0) + value
     kv = sums.get("vllm:kv_cache_usage_perc", sums.get("vllm:gpu_cache_usage_perc"))
     return Load(running=sums.get("vllm:num_requests_running"), waiting=sums.get("vllm:num_requests_waiting"),
-                kv_cache=kv)
+                kv_cache=kv, prefix=parse_prefix_counters(text))
 
 
 # ---- probes ---------------------------------------------------------------------------------------
@@ -164,7 +176,8 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
     latency = (time.perf_counter() - started) * 1000 if state not in (State.DEAD, State.PENDING) else None
     return Probe(name=target.name, host=target.host, port=target.port, state=state, latency_ms=latency,
                  pid=target.pid, model=target.served_model_name, running=load.running,
-                 waiting=load.waiting, kv_cache=load.kv_cache, detail=detail, adapters=adapters)
+                 waiting=load.waiting, kv_cache=load.kv_cache, detail=detail, adapters=adapters,
+                 prefix=load.prefix)
 
 
 async def probe_all(targets: Sequence[Target], *, timeout: float = DEFAULT_PROBE_TIMEOUT_S,

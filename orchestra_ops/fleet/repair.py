@@ -6,7 +6,11 @@
              replica by hand there), and it is left alone (restarting it would fight for the port)
     restart: stop the named processes (if they still run), start each again from the topology's
              current plan on its node (a new tmux window in the node's session, or a new child),
-             wait until they serve, record them in state.json and rewrite the endpoints file
+             wait until they serve, load the runtime adapters `ops lora load` had put into their
+             model again (lora/reload.py: all or none per adapter), record them in state.json and
+             rewrite the endpoints file (runtime adapters included). An adapter that cannot go back
+             in is unloaded from the model's other replicas too and reported (exit 3) once the fleet
+             is recorded as repaired.
 
 Only nodes on this machine (local, tmux) are repaired one process at a time; an ssh or slurm node
 is restarted as a whole with `ops up --replace`.
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestra_ops.config.loader import load_topology
@@ -27,6 +31,7 @@ from orchestra_ops.fleet.backends import Backends
 from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.fleet.backends.localprocs import check_here, resolve_argv, stop_records
 from orchestra_ops.fleet.endpoints import fleet_endpoints, write_endpoints
+from orchestra_ops.fleet.lora.reload import adapters_of, reload_adapters, runtime_endpoints
 from orchestra_ops.fleet.plan import LaunchPlan, ProcessSpec, plan
 from orchestra_ops.fleet.probes import State, probe_all
 from orchestra_ops.fleet.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
@@ -50,6 +55,7 @@ class Restarted:
     names: list[str]
     ready_s: float
     endpoints_file: Path | None
+    adapters: list[str] = field(default_factory=list)  # runtime adapters loaded again: "'ft' into answer/1"
 
 
 def split_running(state: FleetState, backends: Backends) -> tuple[list[str], list[ProcessRecord]]:
@@ -112,6 +118,7 @@ def restart(state: FleetState, names: Sequence[str], backends: Backends, *, time
     old = [state.by_name(name) for name in names]
     for record in old:
         _check_repairable(state, record, specs.get(record.name))
+    adapters = adapters_of(state, names)  # before the restart: afterwards lora.json no longer matches the pids
     stopped = stop_records(old, stop_timeout_s)
     if stopped.leftovers:
         raise LaunchError(f"could not stop {', '.join(names)} before restarting: {stopped.problems()}")
@@ -136,10 +143,14 @@ def restart(state: FleetState, names: Sequence[str], backends: Backends, *, time
     timeout = timeout_s if timeout_s is not None else topology.defaults.ready_timeout_s
     asyncio.run(wait_ready(backends, replace(state, processes=fresh), timeout, on_progress))
     ready_s = time.monotonic() - started
+    reloaded = reload_adapters(adapters, state, names)
     endpoints = _endpoints(state)
     state = replace(state, ready_at=time.time(), endpoints_file=str(endpoints) if endpoints else state.endpoints_file)
     write_state(state)
-    return Restarted(state=state, names=list(names), ready_s=ready_s, endpoints_file=endpoints)
+    if reloaded.failures:
+        raise LaunchError(f"{', '.join(names)} restarted and serving, but:\n" + "\n".join(reloaded.failures))
+    return Restarted(state=state, names=list(names), ready_s=ready_s, endpoints_file=endpoints,
+                     adapters=reloaded.reloaded)
 
 
 def restart_one(process: str, topology: str | None = None, *, timeout_s: float | None = None,
@@ -166,4 +177,6 @@ def _check_repairable(state: FleetState, record: ProcessRecord, spec: ProcessSpe
 
 def _endpoints(state: FleetState) -> Path | None:
     endpoints = fleet_endpoints(state)
-    return None if endpoints is None else write_endpoints(endpoints_path(state.name), endpoints)
+    if endpoints is None:
+        return None
+    return write_endpoints(endpoints_path(state.name), {**endpoints, **runtime_endpoints(state)})

@@ -12,8 +12,10 @@
 
     suite.py     the interface a suite implements (options, templates, hooks) and its task context
     templates.py prompt templates as data files, hashed
+    options.py   EvalOptions (what a run is asked to do) and PreparedRun (what prepare made of it)
     prepare.py   everything checked before the first request: options, routing, dataset, units to run
-    evalrun.py   one `ops eval`: fleet + store + profile + suite wired together, then the scores
+    evalrun.py   one `ops eval`: build (fleet + store + profile + suite wired together), loop, finish (scores)
+    evalloop.py  the asyncio main of a run: signals, ticker, every unit recorded as it finishes
     engine.py    the task loop: a semaphore, per-task deadlines, Ctrl-C handling
     context.py   what a suite calls for one unit (chat, retrieve, execute, record); toolbox.py behind it
 """

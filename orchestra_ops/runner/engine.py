@@ -2,7 +2,8 @@
 
 Ctrl-C (or SIGTERM) once: no new task starts; tasks in flight finish or hit their deadline.
 Ctrl-C twice: tasks in flight are cancelled (not recorded, so resume reruns them).
-A full disk (`Controller.fail`): no new task, those in flight cancelled, nothing more recorded.
+A full disk or a fleet that vanished (`Controller.fail`): no new task, those in flight cancelled, nothing
+more recorded. A limit reached (`Controller.halt`, --max-cost): no new task, those in flight finish.
 Every finished task, ok or error, becomes exactly one record passed to `on_done`; a task that
 raises `UnitFailed` (a failure with work worth keeping: its rounds, its tool calls, the grades that
 came back) is an error record that keeps the fields the exception carries.
@@ -19,7 +20,7 @@ from typing import Any
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.core.fsutil import is_disk_full
-from orchestra_ops.errors import DiskFull, OpsError
+from orchestra_ops.errors import DiskFull, FleetUnavailable, OpsError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.progress import Progress
 from orchestra_ops.runner.suite import UnitFailed
@@ -40,6 +41,7 @@ class Controller:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     on_stop: Callable[[str], None] | None = None
     failure: OpsError | None = None  # a fault that stopped the run (a full disk); raised when the loop ends
+    halted: OpsError | None = None  # a limit that stopped the run (--max-cost); raised when the loop ends
 
     def time_out(self) -> None:
         """The run's wall-clock limit: start nothing more and abandon what is in flight (resume reruns it)."""
@@ -73,6 +75,27 @@ class Controller:
         if not self.aborted:
             self.aborted = True
             self._cancel()
+
+    def halt(self, error: OpsError, why: str) -> None:
+        """A limit the run reached (`why`): no new task; those in flight finish and are kept; `error` ends the run."""
+        if self.halted is not None or self.failure is not None:
+            return
+        self.halted = error
+        self.stopping = True
+        if self.on_stop:
+            self.on_stop(f"{why}: stopping: no new tasks; waiting for {len(self.tasks)} in flight to finish")
+
+    def end_state(self) -> str:
+        """What live.json and the end event say: `finished`, `stopped` (a stop, a limit, a fleet that
+        vanished: resumable as it is) or `crashed` (a fault such as a full disk)."""
+        if self.failure is not None:
+            return "stopped" if isinstance(self.failure, FleetUnavailable) else "crashed"
+        return "stopped" if self.stopping else "finished"
+
+    def end_reason(self) -> str | None:
+        """The first line of what ended the run early (a fault or a limit), else None."""
+        error = self.failure or self.halted
+        return str(error).splitlines()[0] if error is not None else None
 
     def _cancel(self) -> None:
         current = asyncio.current_task() if _in_loop() else None
@@ -119,6 +142,8 @@ async def run_tasks(samples: Iterable[Sample], work: Work, *, concurrency: int, 
         except Exception as exc:  # a bug in a suite must cost one task, not a 50,000-task run
             log.debug("task %r raised", sample.get("id"), exc_info=True)
             record = _error(sample, "exception", f"{type(exc).__name__}: {exc}")
+        if control.failure is not None:
+            return  # nothing more is recorded (a full disk, a fleet that vanished): the unit stays missing
         elapsed = time.monotonic() - start
         record["elapsed"] = round(elapsed, 3)
         if record["status"] == "ok":

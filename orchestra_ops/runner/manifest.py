@@ -10,7 +10,8 @@ before the first request:
                                           --dedupe, as the suite makes its units): sorted JSON texts, one a line
     judge                                 the judge roles: target, kind, served name, where, request defaults,
                                           and the suite's judge options (None for suites without a judge)
-    routing                               every role: target, kind, served_name, replicas, where
+    routing                               every role: target, kind, served_name, replicas, where, and for
+                                          a model its affinity (mode, load_factor: topology, then --affinity)
     topology_sha256, endpoints_file, endpoints_sha256
     cli                                   this invocation's options
     ops                                   version, git_commit, git_dirty (when known)
@@ -30,16 +31,14 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestra_ops import __version__
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import sample_id
+from orchestra_ops.runner.options import PreparedRun
 from orchestra_ops.runner.results import TaskId
-
-if TYPE_CHECKING:
-    from orchestra_ops.runner.prepare import PreparedRun
 
 MANIFEST_VERSION = 1
 MAX_INVOCATIONS = 200
@@ -98,6 +97,8 @@ def _target_row(role: str, routing: Routing, key: str) -> dict[str, Any]:
                            "where": target.where}
     if target.request_defaults:
         row["request_defaults"] = redact(dict(target.request_defaults))
+    if target.kind == "model":
+        row["affinity"] = {"mode": target.affinity.mode, "load_factor": target.affinity.load_factor}
     return row
 
 
@@ -183,7 +184,7 @@ def run_manifest(run: PreparedRun, previous: Mapping[str, Any] | None = None) ->
     """The manifest fields of run.json for this invocation of `ops eval` (`previous`: run.json before it)."""
     options = run.options
     mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
-    cli = {k: v for k, v in dataclasses.asdict(options).items() if k != "suite"}
+    cli = dataclasses.asdict(options)
     return manifest_fields(dataset=run.dataset, dataset_sha256=run.dataset_sha256,
                            unit_ids=[sample_id(s) for s in run.samples], suite=run.suite, routing=run.routing,
                            names=run.names, suite_options=run.suite_options, cli=cli, mode=mode, previous=previous)

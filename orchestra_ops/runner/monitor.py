@@ -5,7 +5,10 @@ ETA, in flight), which `ops runs` and `ops attach` read, and runs the stall watc
 finished for `stall_after_s` (default: the larger of 10 minutes and 5x the p99 task time so far),
 it writes a stall report (each task in flight, the call it waits on, the replica, for how long) to
 eval.log and live.json (state `stalled`) and sends a `stall` event. The state goes back to
-`running` when a task finishes. At the end, `finish(state)` writes `finished`, `stopped` or `crashed`.
+`running` when a task finishes. At the end, `finish(state, reason)` writes `finished`, `stopped` or
+`crashed`, and why when the run ended early (a fleet that vanished, --max-cost). `supervised` says
+whether a supervisor runs this eval and `started_epoch` when it started: `ops runs` believes a
+foreground eval over an older supervisor record (runstate.py).
 `elapsed_total_s` adds this invocation's wall time to that of the run dir's earlier ones (`ops runs`).
 """
 
@@ -51,6 +54,8 @@ class RunMonitor:
     _latencies: list[float] = field(default_factory=list)
     _last_finish: float = field(default_factory=time.monotonic)
     _stall: dict[str, Any] | None = None
+    reason: str | None = None  # why the run ended early (a fleet that vanished, --max-cost)
+    supervised: bool = False  # run by a supervisor (`--detach`): its run.json record speaks for the run
     _clock: float = field(default_factory=time.monotonic)
     _before_s: float = 0.0  # wall time of the earlier invocations of this run dir (--resume, a restart)
 
@@ -105,7 +110,8 @@ class RunMonitor:
                 "rate": round(self.progress.rate(now), 3), "eta_s": None if eta is None else round(eta, 1),
                 "elapsed_s": round(now - self._clock, 1),
                 "elapsed_total_s": round(self._before_s + now - self._clock, 1),
-                "stall": self._stall}
+                "stall": self._stall, "supervised": self.supervised, "started_epoch": round(self.started, 3),
+                **({"reason": self.reason} if self.reason else {})}
         try:
             atomic_write_text(self.run_dir / LIVE_FILE, _dumps(live))
         except OSError as exc:  # a status file: a full disk is the run's to report (DiskFull), not this one's
@@ -113,8 +119,10 @@ class RunMonitor:
                 raise
             log.debug("%s not written: %s", LIVE_FILE, exc)
 
-    def finish(self, state: str) -> None:
+    def finish(self, state: str, reason: str | None = None) -> None:
+        """The end: `finished`, `stopped` or `crashed`, and why when it ended early (`ops runs` shows it)."""
         self._stall = None
+        self.reason = reason
         self.write(state)
 
 

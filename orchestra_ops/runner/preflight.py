@@ -1,7 +1,7 @@
 """Preflight: before the first task, every model the run calls has a live replica that answers.
 
 One cheap GET (`/v1/models`) per replica, all at once, each with a short timeout. A role with no
-answering replica stops the run at once (LaunchError, exit 3) naming what is down and how to bring
+answering replica stops the run at once (FleetUnavailable, exit 3) naming what is down and how to bring
 it up, instead of every task waiting for a replica that will never come. Providers (external APIs)
 are not probed: they have no health endpoint we may call, and a probe would spend the user's quota.
 """
@@ -16,7 +16,7 @@ from orchestra_ops.client.call_errors import TransportError
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.client.transport import AiohttpTransport, Transport
-from orchestra_ops.errors import LaunchError
+from orchestra_ops.errors import FleetUnavailable
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -64,7 +64,7 @@ async def probe_targets(targets: Sequence[Target], timeout_s: float = PROBE_TIME
 
 
 def check_live(routing: Routing, names: Sequence[str], timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """LaunchError (exit 3) when a name the run calls resolves to a model none of whose replicas answers."""
+    """FleetUnavailable (exit 3) when a name the run calls resolves to a model none of whose replicas answers."""
     wanted: dict[str, list[str]] = {}  # target name -> the roles (names) that go there
     targets: dict[str, Target] = {}
     for name in names:
@@ -84,7 +84,7 @@ def check_live(routing: Routing, names: Sequence[str], timeout_s: float = PROBE_
         lines.append(f"role {roles} -> model {name} (served as '{target.served_name}'): {detail}")
     lines.append(f"bring it up with `ops up {_topology_hint(routing)}` (or start the servers {routing.endpoints_file} "
                  "lists), then run this again (with --resume to continue a run dir)")
-    raise LaunchError("\n".join(lines))
+    raise FleetUnavailable("\n".join(lines), down)
 
 
 def _topology_hint(routing: Routing) -> str:

@@ -4,12 +4,10 @@ dataset, run dir and which units to run, so a bad run fails in a second with exi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestra_ops.client.retry import RetryPolicy
-from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.core.redact import Redactor
 from orchestra_ops.core.redact import install as install_redactor
@@ -17,60 +15,11 @@ from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.lock import RunDirLock
 from orchestra_ops.runner.manifest import check_dataset_unchanged
+from orchestra_ops.runner.options import EvalOptions, PreparedRun
 from orchestra_ops.runner.results import ResultsStore
 from orchestra_ops.runner.rundir import default_run_dir, read_run_info, recorded_dataset
 from orchestra_ops.runner.suite import Suite, SuiteOption
 from orchestra_ops.runner.templates import Template, load_templates
-
-
-@dataclass
-class EvalOptions:
-    suite: str
-    dataset: str | None = None
-    run_dir: str | None = None
-    resume: bool = False
-    retry_failed: bool = False
-    dedupe: bool = False
-    concurrency: int = 32
-    limit: int | None = None
-    request_timeout_s: float | None = None
-    task_timeout_s: float | None = None
-    attempts: int = 3
-    model: str | None = None  # the first --model (the chat suite's target)
-    models: tuple[str, ...] = ()  # every --model, in order (default: (model,) when model is set)
-    suite_options: dict[str, Any] = field(default_factory=dict)  # the suite's own flags, by SuiteOption.name
-    templates: dict[str, str] = field(default_factory=dict)  # --template NAME=PATH
-    topology: str | None = None
-    model_config: str | None = None
-    progress_interval_s: float = 5.0
-    unavailable_wait_s: float = 60.0
-    exec_workers: int | None = None  # sandboxed programs running at once (default: the cores)
-    exec_unsafe: bool = False  # run model-written code without bubblewrap where it cannot isolate (else exit 2)
-    cache: str | None = None  # --cache: the response cache's SQLite file (None: no cache)
-    cache_sampled: bool = False  # --cache-sampled: cache requests with temperature > 0 too
-    wall_timeout_s: float | None = None  # stop starting units after this long; in-flight ones are abandoned
-    stall_after_s: float | None = None  # no task finished for this long: a stall report (default: monitor.py)
-    notify: str | None = None  # a command fed each run event as JSON on stdin (runner/events.py)
-    supervised: bool = False  # run by `ops eval --detach`'s supervisor, which sends the end-of-run event
-
-
-@dataclass
-class PreparedRun:
-    options: EvalOptions
-    suite: Suite
-    routing: Routing
-    run_dir: Path
-    dataset: Path
-    samples: list[Sample]  # the units of work of the dataset (after --limit), in order
-    todo: list[Sample]
-    store: ResultsStore
-    names: list[str]
-    task_timeout_s: float
-    templates: dict[str, Template] = field(default_factory=dict)
-    suite_options: dict[str, Any] = field(default_factory=dict)
-    models: tuple[str, ...] = ()
-    dataset_sha256: str | None = None
-    lock: RunDirLock | None = None  # the run dir's exclusive lock; the caller releases it when the run ends
 
 
 def suite_option_values(suite: Suite, given: dict[str, Any], recorded: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -112,15 +61,18 @@ def _check_templates(run_dir: Path, templates: dict[str, Template], recorded: An
                               "use another --run-dir to ask other questions")
 
 
-def prepare(options: EvalOptions) -> PreparedRun:
-    """Every check that needs no network: suite, routing, dataset, run dir, which tasks to run."""
-    from orchestra_ops.evals.registry import load_suite
+def prepare(options: EvalOptions, suite: Suite) -> PreparedRun:
+    """Every check that needs no network: options, templates, routing, dataset, run dir, which tasks to run.
 
+    `suite`: the Suite object (the caller looks it up in evals/registry.py). The returned run holds the run
+    dir's lock (`lock`); the caller releases it when the run ends (api/session.py does, on every exit).
+    """
     if options.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    suite = load_suite(options.suite)
     templates = load_templates(suite.template_files, options.templates, suite.template_fields)
     routing = load_routing(options.topology, options.model_config)
+    if options.affinity is not None:
+        routing = routing.with_affinity(options.affinity)
     install_redactor(Redactor.from_env(routing.secret_variables()))  # from here on no provider key is stored/printed
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir(suite.name, routing.name)
     info = read_run_info(run_dir) or {}

@@ -1,12 +1,17 @@
-"""`ops eval-status`: what a run dir holds: done, failed (by error type), missing."""
+"""`ops eval-status`: what a run dir holds: done, failed (by error type), missing.
+
+The units are made by the suite the run dir recorded; the caller looks that suite up by name
+(`suite_for`, e.g. the registry of evals/) and the runner imports no suite.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestra_ops.core.headline import Headline, stored_headline
 from orchestra_ops.errors import ConfigError
@@ -14,6 +19,9 @@ from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
 from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
 from orchestra_ops.runner.rundir import SCORES_FILE, read_json_object, read_run_info, recorded_dataset
+
+if TYPE_CHECKING:  # the suite comes from the caller; reading a run dir imports no suite machinery
+    from orchestra_ops.runner.suite import Suite
 
 
 @dataclass
@@ -38,7 +46,8 @@ class RunStatus:
                 "headline": None if self.headline is None else self.headline.to_json(), "elapsed_s": self.elapsed_s}
 
 
-def run_status(run_dir: str | Path) -> RunStatus:
+def run_status(run_dir: str | Path, suite_for: Callable[[str], Suite | None] = lambda name: None) -> RunStatus:
+    """`suite_for(name)`: the Suite the run dir's run.json names (None: unknown; the dataset is read as JSONL)."""
     root = Path(run_dir)
     info = read_run_info(root)
     if info is None and not (root / RESULTS_FILE).exists():
@@ -50,7 +59,7 @@ def run_status(run_dir: str | Path) -> RunStatus:
     dataset = recorded_dataset(str(info["dataset"])) if info and info.get("dataset") else None
     samples: list[Sample] | None = None
     if dataset and Path(dataset).exists():  # a file, or a directory a suite reads (mmlu)
-        samples = _units(info or {}, Path(dataset))
+        samples = _units(info or {}, Path(dataset), suite_for)
     missing_samples = [s for s in samples if sample_id(s) not in final] if samples is not None else []
     ids = {sample_id(s) for s in samples} if samples is not None else set()
     return RunStatus(run_dir=str(root), dataset=dataset, dataset_size=len(samples) if samples is not None else None,
@@ -72,13 +81,11 @@ def write_samples(path: str | Path, samples: list[Sample]) -> None:
             handle.write(json.dumps(sample, ensure_ascii=False) + "\n")
 
 
-def _units(info: dict[str, Any], dataset: Path) -> list[Sample]:
+def _units(info: dict[str, Any], dataset: Path, suite_for: Callable[[str], Suite | None]) -> list[Sample]:
     """The run's units of work, as its suite makes them from the dataset (limit and dedupe as recorded)."""
-    from orchestra_ops.evals.registry import SUITES, load_suite
-
     dedupe = bool(info.get("dedupe"))
     suite_name = info.get("suite")
-    suite = load_suite(suite_name) if isinstance(suite_name, str) and suite_name in SUITES else None
+    suite = suite_for(suite_name) if isinstance(suite_name, str) else None
     samples = suite.load(dataset, dedupe=dedupe) if suite is not None else load_dataset(dataset, dedupe=dedupe)
     limit = info.get("limit")
     if isinstance(limit, int):

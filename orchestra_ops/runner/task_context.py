@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from orchestra_ops.client.callctx import current_session
 from orchestra_ops.client.chat import ChatResult, Message
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retrieval import RetrievalResult, RetrievalSettings
@@ -30,9 +31,19 @@ class RunContext:
         self.previous = previous  # this unit's last stored record (a --retry-failed rerun), else None
         self._on_event = on_event
         self.toolbox = toolbox or Toolbox(fleet)
+        self.sessions: set[str] = set()  # the session keys this unit's calls carried (callctx.session_scope)
 
     async def chat(self, name: str, messages: Sequence[Message], **params: Any) -> ChatResult:
-        return await self.fleet.chat(name, messages, task=self.task_id, **params)
+        session = current_session.get()
+        if session is not None:
+            self.sessions.add(session)
+        return await self.fleet.chat(name, messages, task=self.task_id, session=session, **params)
+
+    def end(self) -> None:
+        """The unit is done (or stopped): the pools forget its sessions, so their tables stay bounded."""
+        for session in self.sessions:
+            self.fleet.end_session(session)
+        self.sessions.clear()
 
     def record(self, event: ToolEvent) -> None:
         if self._on_event is not None:

@@ -1,8 +1,9 @@
 """Prompt templates are data: text files a suite ships and a user may replace byte for byte.
 
-A suite names its templates and their packaged files (`Suite.template_files`); `--template
-NAME=PATH` replaces one with a file of the user's. Each loaded Template carries the sha256 of its
-exact bytes, which the run records, so two runs can be proven to have asked the same questions.
+A suite names its templates and their packaged files (`Suite.template_files`, paths the suite
+resolves itself: evals/bundled.py); `--template NAME=PATH` replaces one with a file of the user's.
+Each loaded Template carries the sha256 of its exact bytes, which the run records, so two runs can
+be proven to have asked the same questions.
 
 Placeholders are the ones the published texts use, so a published text drops in unchanged:
 `{name}` (str.format style, as the HLE judge and ToolOrchestra prompts) or `<<name>>` (as
@@ -41,13 +42,6 @@ class Template:
 
     def to_json(self) -> dict[str, str]:
         return {"source": self.source, "sha256": self.sha256}
-
-
-def packaged(relative: str) -> str:
-    """A path under the installed evals package (where suites keep templates/ and bundled data/)."""
-    import orchestra_ops.evals
-
-    return str(Path(orchestra_ops.evals.__file__).resolve().parent / relative)
 
 
 def read_template(name: str, path: str | Path, required: Sequence[str] = ()) -> Template:

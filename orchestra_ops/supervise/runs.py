@@ -1,16 +1,19 @@
 """`ops runs` and `ops stop`: every run under a runs root, its state, and the clean way to stop one.
 
-A run's state comes from what its processes wrote, checked against what is still alive:
+A run's state (runstate.py decides it from what its processes wrote, checked against what is alive):
 
     running     the eval (or its supervisor) is alive and tasks finish
     stalled     alive, but the eval's watchdog reported a stall (live.json `stall`)
     restarting  the supervisor waits to rerun a crashed eval (backoff), or a requeued slurm job waits
-    stopped     stopped by the user (`ops stop`, Ctrl-C), or a plain run that ended early
+    waiting     the fleet is down: the supervisor probes it and resumes the run when it answers
+    stopped     stopped by the user (`ops stop`, Ctrl-C), by a limit (--max-cost), by a fleet that vanished
+                under a plain run, or a plain run that ended early
     crashed     the restart bound was reached, bad input, or the process that ran it is gone
     finished    every unit has a result and the eval exited 0
+    unreadable  its run.json or live.json cannot be read (the row says which and why; the others are listed)
 
-`run.json` `supervisor` (supervisor.py) wins over `live.json` (runner/monitor.py, written by the eval
-itself), except that a supervised run whose eval says `stalled` is stalled.
+A state that could not be checked (a slurm controller that does not answer) is the one recorded,
+with `unconfirmed` saying why.
 """
 
 from __future__ import annotations
@@ -24,17 +27,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestra_ops.core import procs
 from orchestra_ops.core.headline import stored_headline
 from orchestra_ops.errors import ConfigError, LaunchError
-from orchestra_ops.fleet.backends.slurmctl import JobInfo, SlurmCli
+from orchestra_ops.fleet.backends.slurmctl import SlurmCli
 from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
 from orchestra_ops.runner.rundir import RUN_FILE, SCORES_FILE, read_json_object, read_run_info, write_run_info
+from orchestra_ops.supervise.run_state import ACTIVE as ACTIVE
+from orchestra_ops.supervise.run_state import DONE as DONE
+from orchestra_ops.supervise.run_state import alive_here, believe, forget_job
 from orchestra_ops.supervise.supervisor import request_stop
-
-ACTIVE = frozenset({"starting", "running", "stalled", "restarting"})
-DONE = frozenset({"stopped", "crashed", "finished"})
 
 
 @dataclass
@@ -56,6 +58,7 @@ class RunRow:
     stall: dict[str, Any] | None = None
     score: str | None = None  # the headline of scores.json: each model's score ± its 95 % interval
     elapsed_s: float | None = None  # wall time over every invocation of the run dir
+    unconfirmed: str | None = None  # the state is the one recorded: why it could not be checked
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,16 +86,16 @@ def run_row(run_dir: Path, slurm: SlurmCli | None = None) -> RunRow:
     final = ResultsStore(run_dir).final
     done = sum(1 for status in final.values() if status == "ok")
     total = live.get("total") if isinstance(live.get("total"), int) else None  # None: the eval has not said yet
-    state, where, reason = _state(run_dir, supervisor, live, slurm)
+    belief = believe(supervisor, live, slurm)
     attempts = info.get("attempts")
     attempts = attempts if isinstance(attempts, list) else []
-    active = state in ("running", "stalled")
+    active = belief.state in ("running", "stalled")
     return RunRow(run_dir=str(run_dir), name=run_dir.name, suite=info.get("suite"), topology=info.get("topology"),
-                  state=state, done=done, failed=len(final) - done, total=total,
+                  state=belief.state, done=done, failed=len(final) - done, total=total,
                   rate=live.get("rate") if active else None, eta_s=live.get("eta_s") if active else None,
-                  where=where, attempts=len(attempts), restarts=int((supervisor or {}).get("restarts", 0)),
-                  reason=reason, stall=live.get("stall") if state == "stalled" else None,
-                  score=run_score(run_dir), elapsed_s=elapsed_s(live, active=active))
+                  where=belief.where, attempts=len(attempts), restarts=int((supervisor or {}).get("restarts", 0)),
+                  reason=belief.reason, stall=live.get("stall") if belief.state == "stalled" else None,
+                  unconfirmed=belief.unconfirmed, score=run_score(run_dir), elapsed_s=elapsed_s(live, active=active))
 
 
 def run_score(run_dir: Path) -> str | None:
@@ -103,83 +106,42 @@ def run_score(run_dir: Path) -> str | None:
     return "\n".join(headline.parts()[: len(headline.scores)]) or headline.note or None
 
 
-def _state(run_dir: Path, supervisor: dict[str, Any] | None, live: dict[str, Any],
-           slurm: SlurmCli | None) -> tuple[str, str, str | None]:
-    if supervisor is not None:
-        state = str(supervisor.get("state", "starting"))
-        reason = supervisor.get("reason")
-        if supervisor.get("mode") == "slurm":
-            job = str(supervisor.get("job_id"))
-            where = f"job {job}"
-            if state in ACTIVE:
-                info = _job(job, slurm)
-                if info is not None and not info.active:
-                    return "crashed", where, f"slurm job {job} is {info.state} but the run is not over"
-                if info is not None and info.waiting:
-                    state = "restarting" if state != "starting" else state
-                if info is not None and info.nodes:
-                    where = f"job {job}@{info.nodes}"
-        else:
-            where = f"{supervisor.get('pid')}@{supervisor.get('host')}"
-            if state in ACTIVE and not _alive_here(supervisor):
-                return "crashed", where, "the supervisor is gone"
-        if state == "running" and live.get("state") == "stalled":
-            state = "stalled"
-        return state, where, reason
-    if not live:  # a run of an older ops: only its results say anything
-        return "stopped", "-", None
-    where = f"{live.get('pid')}@{live.get('host')}"
-    state = str(live.get("state"))
-    if state in ACTIVE and not _alive_here(live):
-        return "crashed", where, "the eval process is gone"
-    return state, where, None
-
-
-_JOBS: dict[str, tuple[float, JobInfo | None]] = {}
-JOB_CACHE_S = 5.0  # `ops attach` redraws twice a second: ask slurmctld at most every 5 s per job
-
-
-def _job(job: str, slurm: SlurmCli | None) -> JobInfo | None:
-    cached = _JOBS.get(job)
-    if cached is not None and time.monotonic() - cached[0] < JOB_CACHE_S:
-        return cached[1]
-    try:
-        info = (slurm or SlurmCli()).jobs([job]).get(job)
-    except LaunchError:  # no slurm commands here (a copy of the run dir): the state as recorded
-        info = None
-    _JOBS[job] = (time.monotonic(), info)
-    return info
-
-
-def _alive_here(record: dict[str, Any]) -> bool:
-    """Is the recorded process alive? (another host's process is taken at its word)"""
-    if record.get("host") not in (None, socket.gethostname()):
-        return True
-    pid = record.get("pid")
-    return isinstance(pid, int) and procs.is_alive(pid, record.get("create_time"))
+def unreadable_row(run_dir: Path, error: Exception) -> RunRow:
+    """A run whose files cannot be read: listed as such (never hiding the other runs)."""
+    return RunRow(run_dir=str(run_dir), name=run_dir.name, suite=None, topology=None, state="unreadable", done=0,
+                  failed=0, total=None, rate=None, eta_s=None, where="-", attempts=0, restarts=0,
+                  reason=str(error).splitlines()[0] if str(error) else type(error).__name__)
 
 
 def list_runs(root: str | Path) -> list[RunRow]:
     slurm = SlurmCli()
-    return [run_row(run_dir, slurm) for run_dir in find_runs(root)]
+    rows = []
+    for run_dir in find_runs(root):
+        try:
+            rows.append(run_row(run_dir, slurm))
+        except (ConfigError, OSError) as exc:  # a damaged run.json or live.json, a file we may not read
+            rows.append(unreadable_row(run_dir, exc))
+    return rows
 
 
 def stop_run(run_dir: Path, *, wait_s: float = 120.0) -> RunRow:
-    """The clean stop: no new tasks, those in flight finish, results flushed, no restart (the SIGTERM path)."""
-    row = run_row(run_dir)
-    if row.state not in ACTIVE:
-        raise ConfigError(f"{run_dir} is not running (state {row.state}); nothing to stop")
+    """The clean stop: no new tasks, those in flight finish, results flushed, no restart (the SIGTERM path)
+    of the process that speaks for the run: its supervisor, its slurm job, or an eval run in a terminal."""
     info = read_run_info(run_dir) or {}
     supervisor = info.get("supervisor") if isinstance(info.get("supervisor"), dict) else None
-    request_stop(run_dir)
-    if supervisor is not None and supervisor.get("mode") == "slurm":
-        if _stop_slurm(str(supervisor.get("job_id"))):  # it had not started: nothing will write its end
+    belief = believe(supervisor, read_json_object(run_dir / LIVE_FILE) or {})
+    if belief.state not in ACTIVE:
+        raise ConfigError(f"{run_dir} is not running (state {belief.state}); nothing to stop")
+    if belief.job is not None:
+        if _stop_slurm(belief.job, run_dir) and supervisor is not None:  # not started: nothing will write its end
             write_run_info(run_dir, {"supervisor": {**supervisor, "state": "stopped",
                                                     "reason": "stopped by the user before the job started"}})
     else:
-        record = supervisor if supervisor is not None else read_json_object(run_dir / LIVE_FILE) or {}
-        _signal_here(record)
+        _check_signallable(belief.record or {})
+        request_stop(run_dir)
+        _signal(belief.record or {})
     deadline = time.monotonic() + wait_s
+    row = run_row(run_dir)
     while time.monotonic() < deadline:
         row = run_row(run_dir)
         if row.state not in ACTIVE:
@@ -188,11 +150,13 @@ def stop_run(run_dir: Path, *, wait_s: float = 120.0) -> RunRow:
     return row
 
 
-def _stop_slurm(job: str) -> bool:
-    """SIGTERM to the job's batch shell (the supervisor); a job still waiting is cancelled (then True)."""
+def _stop_slurm(job: str, run_dir: Path) -> bool:
+    """SIGTERM to the job's batch shell (the supervisor); a job still waiting is cancelled (then True).
+    The controller is asked first: when it cannot be (Unreachable, exit 3), no stop is left pending."""
     cli = SlurmCli()
     info = cli.jobs([job]).get(job)
     waiting = info is not None and info.waiting
+    request_stop(run_dir)
     if waiting:
         error = cli.cancel([job])
     else:
@@ -200,15 +164,17 @@ def _stop_slurm(job: str) -> bool:
         error = None if result.returncode == 0 else result.stderr.strip()
     if error:
         raise LaunchError(f"could not signal slurm job {job}: {error}")
-    _JOBS.pop(job, None)
+    forget_job(job)
     return waiting
 
 
-def _signal_here(record: dict[str, Any]) -> None:
-    pid = record.get("pid")
+def _check_signallable(record: dict[str, Any]) -> None:
     if record.get("host") not in (None, socket.gethostname()):
         raise ConfigError(f"the run is on {record.get('host')}; run `ops stop` there")
-    if not isinstance(pid, int) or not procs.is_alive(pid, record.get("create_time")):
+    if not isinstance(record.get("pid"), int) or not alive_here(record):
         raise ConfigError("the run's process is gone; nothing to stop")
+
+
+def _signal(record: dict[str, Any]) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+        os.kill(int(record["pid"]), signal.SIGTERM)

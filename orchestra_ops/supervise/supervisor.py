@@ -5,6 +5,12 @@ crash, requeues a SLURM job before its time limit, and keeps the story in the ru
     exit 0                          -> finished                           (event `finished`)
     a stop (`ops stop`, Ctrl-C)     -> stopped, no restart                (event `stopped`)
     exit 2 (bad input)              -> crashed, no restart                (event `crashed`)
+    exit 5 (--max-cost reached)     -> stopped, no restart                (event `stopped`)
+    exit 3 with fleet_down.json     -> waiting for the fleet              (event `waiting_for_fleet`): the models
+      (the fleet is down)              it names are probed (fleetprobe.py) after 5 s, 10 s, 20 s … (at most
+                                       300 s), at most `max_restarts` probes; when they answer, attempt n+1
+                                       with --resume (event `restart`; it counts as a restart when the attempt
+                                       finished no task), else crashed with what is still down
     SIGTERM from slurm (walltime)   -> child stops and flushes, a successor job continues (event `requeued`)
     anything else (a crash)         -> backoff, attempt n+1 with --resume (event `restart`), at most
                                        `max_restarts` times, then crashed (event `crashed`)
@@ -14,8 +20,9 @@ as this job ends; `scontrol requeue` holds a requeued job for about two minutes 
 A requeue that finished no task counts as a restart too, so a run that cannot progress ends.
 `run.json` gets `supervisor` (mode, pid, host, job id, state, restarts) and `attempts`, one entry per
 attempt: `{"n", "start", "end", "host", "pid", "job_id", "resume", "exit", "signal", "reason",
-"outcome", "done_before", "done_after"}`. The supervisor writes run.json only while no child runs
-(the child writes it at its start), and never holds the run-dir lock: its child takes it.
+"outcome", "done_before", "done_after"}` (attempts.py: what each end means). The supervisor writes
+run.json only while no child runs (the child writes it at its start), and never holds the run-dir lock:
+its child takes it.
 """
 
 from __future__ import annotations
@@ -38,20 +45,20 @@ import psutil
 
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.backends.slurmctl import SlurmCli
-from orchestra_ops.runner.results import ResultsStore
+from orchestra_ops.runner.fleetwatch import clear_fleet_down, read_fleet_down
 from orchestra_ops.runner.run_events import EventLog
 from orchestra_ops.runner.rundir import read_run_info, write_run_info
 from orchestra_ops.runner.tee import TeeLog
+from orchestra_ops.supervise.attempts import CONSOLE_FILE as CONSOLE_FILE
+from orchestra_ops.supervise.attempts import classify, finished_count, new_attempt, now
+from orchestra_ops.supervise.attempts import counts as attempt_counts
+from orchestra_ops.supervise.fleet_probe import probe_fleet
 
 log = logging.getLogger(__name__)
 
-CONSOLE_FILE = "console.log"  # the child evals' own stdout and stderr
 SBATCH_FILE = "eval.sbatch"  # a detached slurm run's job script (detach.py); its successors reuse it
 STOP_FILE = "stop.request"  # written by `ops stop` before it signals: this SIGTERM is a user's stop
 SUPERVISED_ENV = "OPS_SUPERVISED"
-BAD_INPUT_EXIT = 2
-INTERRUPTED_EXIT = 130
-TAIL_LINES = 5
 
 
 @dataclass
@@ -127,7 +134,7 @@ class Supervisor:
         try:
             return self._loop()
         finally:
-            self.events.close(timeout_s=20)
+            self.events.close()
 
     def _loop(self) -> str:
         while True:
@@ -139,11 +146,17 @@ class Supervisor:
             assert self.child is not None
             code = self.child.wait()
             self.child = None
-            outcome = self._classify(code, attempt)
+            outcome = classify(attempt, code, self.run_dir, self._console_offset,
+                               None if self.signalled is None else self._is_user_stop())
             if outcome in ("finished", "stopped", "crashed"):
                 return self._end(outcome, attempt["reason"])
             if outcome == "requeue":
                 return self._requeue(attempt)
+            if outcome == "wait":
+                ended = self._wait_for_fleet(attempt)
+                if ended is not None:
+                    return ended
+                continue
             if not self._restart_allowed():
                 return self._end("crashed", f"{attempt['reason']}; gave up after {self.restarts} restart(s) "
                                             f"(--max-restarts {self.settings.max_restarts})")
@@ -166,16 +179,14 @@ class Supervisor:
         return True
 
     def _start_attempt(self) -> dict[str, Any]:
-        done_before = _finished(self.run_dir)
+        done_before = finished_count(self.run_dir)
         resume = bool(self.attempts) or done_before > 0
         args = list(self.settings.eval_args)
         if resume and "--resume" not in args:
             args.append("--resume")
-        attempt: dict[str, Any] = {"n": len(self.attempts) + 1, "start": _now(), "end": None, "host": self.host,
-                                   "pid": None, "job_id": self.job_id, "resume": resume, "exit": None,
-                                   "signal": None, "reason": None, "outcome": None, "done_before": done_before,
-                                   "done_after": None}
+        attempt = new_attempt(len(self.attempts) + 1, self.host, self.job_id, resume, done_before)
         self.attempts.append(attempt)
+        clear_fleet_down(self.run_dir)  # what an exit 3 of this attempt leaves is its own
         self._save("running")  # before the child starts: the child's own run.json write merges over it
         console = self.run_dir / CONSOLE_FILE
         offset = console.stat().st_size if console.exists() else 0
@@ -193,29 +204,44 @@ class Supervisor:
                       f"{' (--resume)' if resume else ''}")
         return attempt
 
-    def _classify(self, code: int, attempt: dict[str, Any]) -> str:
-        attempt["end"] = _now()
-        attempt["exit"] = code if code >= 0 else None
-        attempt["signal"] = signal.Signals(-code).name if code < 0 else None
-        attempt["done_after"] = _finished(self.run_dir)
-        attempt["last_lines"] = _tail(self.run_dir / CONSOLE_FILE, self._console_offset)
-        status = f"killed by {attempt['signal']}" if code < 0 else f"exit {code}"
-        if code == 0:
-            outcome, reason = "finished", "exit 0"
-        elif self.signalled is not None and self._is_user_stop():
-            outcome, reason = "stopped", f"stopped by the user ({status})"
-        elif self.signalled is not None:
-            outcome, reason = "requeue", f"SIGTERM before the slurm time limit ({status})"
-        elif code == BAD_INPUT_EXIT:
-            outcome, reason = "crashed", f"bad input ({status}); not restarted"
-        elif code == INTERRUPTED_EXIT:
-            outcome, reason = "stopped", f"the eval was interrupted ({status}); not restarted"
-        else:
-            outcome, reason = "restart", status
-        tail = attempt["last_lines"][-1] if attempt["last_lines"] and outcome in ("restart", "crashed") else ""
-        attempt["reason"] = f"{reason}: {tail}" if tail else reason
-        attempt["outcome"] = outcome
-        return outcome
+    def _wait_for_fleet(self, attempt: dict[str, Any]) -> str | None:
+        """Probe the models the attempt found down, with backoff; None when they answer (the loop resumes),
+        else the run's end state (crashed when they never answered, stopped by the user, handed over)."""
+        down = read_fleet_down(self.run_dir) or {}
+        models = [str(m) for m in down.get("models", [])]
+        bound = self.settings.max_restarts
+        self._save("waiting", f"waiting for the fleet: {down.get('reason')}")
+        self.events.emit("waiting_for_fleet", attempt=attempt["n"], models=models, reason=down.get("reason"))
+        self.tee.line(f"[SUPERVISOR] attempt {attempt['n']}: the fleet is down ({', '.join(models)}): "
+                      f"{down.get('reason')}; waiting for it (at most {bound} probe(s), with backoff)")
+        detail, waited = str(down.get("reason")), 0.0
+        for probe in range(1, bound + 1):
+            delay = min(self.settings.backoff_max_s, self.settings.backoff_s * 2 ** (probe - 1))
+            self._wake.wait(delay)
+            waited += delay
+            if stop_requested(self.run_dir) or (self.signalled is not None and self._is_user_stop()):
+                return self._end("stopped", "stopped by the user while waiting for the fleet")
+            if self.signalled is not None:  # the walltime signal: a successor job waits on
+                return self._hand_over()
+            answer = probe_fleet(self.settings.eval_args, models)
+            if answer.back:
+                return self._resume_after_wait(attempt, answer.detail)
+            detail = answer.detail
+            self.tee.line(f"[SUPERVISOR] probe {probe} of {bound}: still down: {detail}")
+            self._save("waiting", f"waiting for the fleet (probe {probe} of {bound}): {detail}")
+        return self._end("crashed", f"the fleet did not come back: {bound} probe(s) over {waited:g} s "
+                                    f"(--max-restarts {bound}); still down: {detail}")
+
+    def _resume_after_wait(self, attempt: dict[str, Any], detail: str) -> str | None:
+        progressed = attempt["done_after"] > attempt["done_before"]
+        if not progressed and not self._restart_allowed():
+            return self._end("crashed", f"the fleet answers again, but attempt {attempt['n']} finished no task and "
+                                        f"the restart bound is reached (--max-restarts {self.settings.max_restarts})")
+        self.tee.line(f"[SUPERVISOR] the fleet answers again ({detail}); resuming with --resume")
+        self._save("restarting")
+        self.events.emit("restart", attempt=attempt["n"], restart=self.restarts,
+                         reason=f"the fleet answers again ({detail})", delay_s=0, exit=attempt["exit"], signal=None)
+        return None
 
     def _requeue(self, attempt: dict[str, Any]) -> str:
         """Before the walltime: submit the same sbatch script as a successor job (`--dependency=afterany`
@@ -239,12 +265,12 @@ class Supervisor:
         self.tee.line(f"[SUPERVISOR] {label}{reason}; slurm job {previous} ends, job {self.job_id} continues the run")
         self._save("restarting")
         self.events.emit("requeued", attempt=attempt["n"] if attempt else None, job_id=self.job_id,
-                         previous_job_id=previous, reason=reason, done=_finished(self.run_dir))
+                         previous_job_id=previous, reason=reason, done=finished_count(self.run_dir))
         return "restarting"
 
     def _end(self, state: str, reason: str) -> str:
         self._save(state, reason)
-        counts = _counts(self.run_dir)
+        counts = attempt_counts(self.run_dir)
         self.tee.line(f"[SUPERVISOR] run {state}: {reason} ({counts['done']} ok, {counts['failed']} failed; "
                       f"{len(self.attempts)} attempt(s), {self.restarts} restart(s))")
         self.events.emit(state, reason=reason, attempts=len(self.attempts), restarts=self.restarts, **counts)
@@ -253,35 +279,12 @@ class Supervisor:
     def _save(self, state: str, reason: str | None = None) -> None:
         supervisor = {"mode": self.settings.mode, "pid": os.getpid(), "create_time": _create_time(),
                       "host": self.host, "job_id": self.job_id, "state": state, "reason": reason,
-                      "restarts": self.restarts, "max_restarts": self.settings.max_restarts, "updated": _now()}
+                      "restarts": self.restarts, "max_restarts": self.settings.max_restarts, "updated": now(),
+                      "updated_epoch": round(time.time(), 3)}
         previous = (read_run_info(self.run_dir) or {}).get("supervisor")
         if isinstance(previous, dict) and previous.get("tmux"):
             supervisor["tmux"] = previous["tmux"]
         write_run_info(self.run_dir, {"supervisor": supervisor, "attempts": self.attempts})
-
-
-def _finished(run_dir: Path) -> int:
-    return len(ResultsStore(run_dir).final)
-
-
-def _counts(run_dir: Path) -> dict[str, int]:
-    final = ResultsStore(run_dir).final
-    ok = sum(1 for status in final.values() if status == "ok")
-    return {"done": ok, "failed": len(final) - ok}
-
-
-def _tail(path: Path, offset: int, lines: int = TAIL_LINES) -> list[str]:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            text = handle.read()[-20_000:].decode(errors="replace")
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()][-lines:]
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 def _create_time() -> float | None:

@@ -14,9 +14,12 @@ prompt over max_model_len ("This model's maximum context length is …", in vLLM
 prompt that fits is never refused for its max_tokens: the answer is cut to what is left (as vLLM
 0.32 clamps), finish_reason "length". Then an injected error status (429 with Retry-After), a hang
 (never answered; cancelled when the client goes), or the answer (rules.py) after
-`(latency_ms + prefill_ms_per_token * prompt_tokens + decode_ms_per_token * completion_tokens)
-* latency_factor` ms. Streaming spends the fixed and
-prefill part before the first chunk and the decode part between content chunks.
+`(latency_ms + prefill_ms_per_token * uncached_prompt_tokens + decode_ms_per_token * completion_tokens
+* (1 + decode_slowdown * (requests_in_flight - 1))) * latency_factor` ms, where the uncached prompt
+tokens are those its prefix cache (prefix_cache.py, `prefix_cache_tokens` of capacity) did not hold,
+as vLLM computes only those, and the requests in flight are counted when the request arrives.
+Streaming spends the fixed and prefill part before the first chunk and the decode part between
+content chunks.
 
 `--crash-after N`: the process exits with status 1 right after answering its N-th chat request;
 requests arriving after the N-th are never answered. /health, /models and /metrics are not counted.
@@ -71,6 +74,12 @@ class _Answer:
     n_prompt: int
     n_completion: int
     details: dict[str, Any] | None  # prompt_tokens_details (None without the flag)
+    cached: int = 0  # prompt tokens its prefix cache held (no prefill for them)
+    decode_factor: float = 1.0  # the decode slowdown of the requests in flight when it arrived
+
+    @property
+    def uncached(self) -> int:
+        return self.n_prompt - self.cached
 
 
 class SimEngine:
@@ -81,7 +90,7 @@ class SimEngine:
         self.faults = FaultPlan(config)
         self.metrics = SimMetrics(config.model, config.max_model_len, lora=config.enable_lora,
                                   max_loras=config.max_loras)
-        self.prefix_cache = PrefixCache()
+        self.prefix_cache = PrefixCache(config.prefix_cache_tokens // BLOCK_TOKENS)
         self._created = int(time.time())
         self.adapters = lora.AdapterTable(config)
         retry = config.retry_after_s
@@ -177,8 +186,8 @@ class SimEngine:
         try:
             if body.get("stream"):
                 return await self._stream(request, body, fate, answer)
-            delay_ms = (config.latency_ms + config.prefill_ms_per_token * n_prompt
-                        + config.decode_ms_per_token * answer.n_completion) * fate.latency_factor
+            delay_ms = (config.latency_ms + config.prefill_ms_per_token * answer.uncached
+                        + config.decode_ms_per_token * answer.n_completion * answer.decode_factor) * fate.latency_factor
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000.0)
             reply = answer.reply
@@ -213,7 +222,8 @@ class SimEngine:
         self.metrics.prefix_queries += n_prompt
         self.metrics.prefix_hits += cached
         details = wire.prompt_details(cached, created) if self.config.enable_prompt_tokens_details else None
-        return _Answer(persona, reply, n_prompt, replies.completion_tokens(reply), details)
+        slowdown = 1.0 + self.config.decode_slowdown * max(0, self.metrics.in_flight - 1)
+        return _Answer(persona, reply, n_prompt, replies.completion_tokens(reply), details, cached, slowdown)
 
     def _request_id(self, fate: Fate) -> str:
         return f"chatcmpl-sim{self.config.seed}-{fate.index}"
@@ -244,6 +254,8 @@ class SimEngine:
     def _count_success(self, answer: _Answer) -> None:
         finish = answer.reply.finish_reason  # the engine's reason: a tool call is a "stop" to it
         self.metrics.success["stop" if finish == "tool_calls" else finish] += 1
+        self.metrics.prefill_tokens += answer.uncached
+        self.metrics.decode_ms += self.config.decode_ms_per_token * answer.n_completion * answer.decode_factor
         self.metrics.prompt_tokens += answer.n_prompt
         self.metrics.generation_tokens += answer.n_completion
 
@@ -267,7 +279,7 @@ class SimEngine:
 
         async def send(choice: dict[str, Any], tokens: int, extra: dict[str, Any] | None = None) -> None:
             nonlocal sent
-            decode_ms = config.decode_ms_per_token * tokens * factor
+            decode_ms = config.decode_ms_per_token * tokens * factor * answer.decode_factor
             if decode_ms > 0:
                 await asyncio.sleep(decode_ms / 1000.0)
             sent = min(answer.n_completion, sent + tokens)
@@ -277,7 +289,7 @@ class SimEngine:
                                   "completion_tokens": sent, "completion_tokens_details": None}
             await response.write(wire.sse({**chunk, **(extra or {})}))
 
-        first_ms = (config.latency_ms + config.prefill_ms_per_token * answer.n_prompt) * factor
+        first_ms = (config.latency_ms + config.prefill_ms_per_token * answer.uncached) * factor
         if first_ms > 0:
             await asyncio.sleep(first_ms / 1000.0)
         await send({"delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}, 0,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from orchestra_ops.errors import ConfigError
 
 DEFAULT_MAX_MODEL_LEN = 32768
+DEFAULT_PREFIX_CACHE_TOKENS = 65536  # vLLM's cache for --kv-cache-memory-bytes 64M on the tiny model
 _FAIL_PART = re.compile(r"\s*(\d{3})\s*:\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*")
 
 
@@ -44,8 +45,10 @@ class SimConfig:
     port: int = 8000
     max_model_len: int = DEFAULT_MAX_MODEL_LEN
     latency_ms: float = 20.0
-    prefill_ms_per_token: float = 0.0
+    prefill_ms_per_token: float = 0.0  # per prompt token the prefix cache did not hold (as vLLM computes only those)
     decode_ms_per_token: float = 0.0
+    decode_slowdown: float = 0.0  # decode time x (1 + decode_slowdown * (requests in flight - 1))
+    prefix_cache_tokens: int = DEFAULT_PREFIX_CACHE_TOKENS  # the prefix cache's capacity (whole 128-token blocks)
     jitter: float = 0.0
     startup_delay_s: float = 0.0
     fail: tuple[tuple[int, float], ...] = ()
@@ -72,8 +75,8 @@ class SimConfig:
             problems.append(f"--port: {self.port} is not in 1..65535")
         if self.max_model_len < 1:
             problems.append(f"--max-model-len: {self.max_model_len} must be >= 1")
-        for name in ("latency_ms", "prefill_ms_per_token", "decode_ms_per_token", "startup_delay_s",
-                     "retry_after_s"):
+        for name in ("latency_ms", "prefill_ms_per_token", "decode_ms_per_token", "decode_slowdown",
+                     "startup_delay_s", "retry_after_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 problems.append(f"--{name.replace('_', '-')}: {value} must be a number >= 0")
@@ -81,6 +84,8 @@ class SimConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 problems.append(f"--{name.replace('_', '-')}: {value} must be between 0 and 1")
+        if self.prefix_cache_tokens < 0:
+            problems.append(f"--prefix-cache-tokens: {self.prefix_cache_tokens} must be >= 0")
         if self.crash_after is not None and self.crash_after < 1:
             problems.append(f"--crash-after: {self.crash_after} must be >= 1")
         if sum(rate for _, rate in self.fail) > 1.0 + 1e-9:

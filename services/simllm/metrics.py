@@ -7,10 +7,14 @@ the counters (in tokens where vLLM counts tokens) `vllm:prompt_tokens_total`,
 `vllm:generation_tokens_total`, `vllm:prefix_cache_queries_total` (prompt tokens looked up),
 `vllm:prefix_cache_hits_total` and `vllm:prompt_tokens_cached_total` (prompt tokens found,
 prefix_cache.py), `vllm:num_preemptions_total`, `vllm:request_success_total{finished_reason}` (all
-five reasons, as vLLM lists them); with LoRA, `vllm:lora_requests_info` (its labels carry the news).
+five reasons, as vLLM lists them), each counter sample followed by its `_created` sample (when the
+counters started: the replica's start, as prometheus_client writes it); with LoRA,
+`vllm:lora_requests_info` (its labels carry the news).
 The sim's own, without labels except status: `sim_requests_total`, `sim_requests_in_flight`,
 `sim_max_requests_in_flight` (the most requests it has had in flight at once),
-`sim_requests_failed_total{status}`, `sim_requests_hung_total`, `sim_malformed_total`.
+`sim_requests_failed_total{status}`, `sim_requests_hung_total`, `sim_malformed_total`,
+`sim_prefill_tokens_total` (prompt tokens charged prefill time: those its prefix cache did not hold)
+and `sim_decode_ms_total` (decode time charged, with the in-flight slowdown, before jitter).
 KV cache usage is the estimated tokens of the requests in flight over a capacity of
 16 * max_model_len tokens, capped at 1.
 """
@@ -33,6 +37,7 @@ def _value(number: float) -> str:
 class SimMetrics:
     def __init__(self, model: str, max_model_len: int, *, lora: bool = False, max_loras: int = 1) -> None:
         self.model = model
+        self.created = time.time()  # when the counters started (each counter's `_created` sample)
         self.kv_capacity = KV_CAPACITY_SEQS * max_model_len
         self.lora = lora
         self.max_loras = max_loras
@@ -48,6 +53,8 @@ class SimMetrics:
         self.failed: Counter[int] = Counter()
         self.hung = 0
         self.malformed = 0
+        self.prefill_tokens = 0
+        self.decode_ms = 0.0
 
     def started(self) -> None:
         self.requests_total += 1
@@ -68,7 +75,10 @@ class SimMetrics:
         def metric(name: str, kind: str, doc: str, samples: list[tuple[str, float]]) -> None:
             lines.append(f"# HELP {name} {doc}")
             lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {_value(value)}" for labels, value in samples)
+            for labels, value in samples:
+                lines.append(f"{name}{labels} {_value(value)}")
+                if kind == "counter":
+                    lines.append(f"{name.removesuffix('_total')}_created{labels} {_value(self.created)}")
 
         metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
                [(label, self.in_flight)])
@@ -117,5 +127,11 @@ class SimMetrics:
             f"sim_requests_hung_total {self.hung}",
             "# TYPE sim_malformed_total counter",
             f"sim_malformed_total {self.malformed}",
+            "# HELP sim_prefill_tokens_total Prompt tokens charged prefill time (not held by the prefix cache).",
+            "# TYPE sim_prefill_tokens_total counter",
+            f"sim_prefill_tokens_total {self.prefill_tokens}",
+            "# HELP sim_decode_ms_total Decode time charged in ms (with the in-flight slowdown, before jitter).",
+            "# TYPE sim_decode_ms_total counter",
+            f"sim_decode_ms_total {_value(self.decode_ms)}",
         ]
         return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 r"""What the simulated engine answers to humaneval-, bbh-, hellaswag-, ARC- and cmmlu-shaped prompts.
 
 The persona scheme of opencompass_rules.py, extended (pure functions; tests import them): the persona is the
-request's ``model``; ``skill(model)`` and ``h`` are benchmark_rules'; a persona is right on ``q`` iff
+request's ``model``; ``skill(model)`` and ``h`` are personas.py's; a persona is right on ``q`` iff
 ``h(f"right|{dataset}|{model}|{q}") % 100 < skill(model)`` and writes its answer in
 ``style = h(f"style|{dataset}|{model}|{q}") % 10``. The prompt is the text of the last ``user`` message.
 

@@ -62,7 +62,7 @@ def _option_block(lines: list[str]) -> tuple[int, str] | None:
 
 
 def kind(text: str) -> str | None:
-    """GSM8K, MMLU, one of benchmark_more's kinds, or None for the text of a request's last user message."""
+    """GSM8K, MMLU, one of opencompass_more_rules' kinds, or None for the text of a request's last user message."""
     more = opencompass_more_rules.kind(text)
     if more is not None:
         return more

@@ -2,7 +2,7 @@
 
 Our own made-up items (never real benchmark data): the bundled sets under evals/opencompass/data/ are written by
 `scripts/make_oc_synthetic.py` from these functions, and tests write their own with chosen questions.
-Every gold answer is benchmark_more's truth for that question, so a persona's score is known exactly.
+Every gold answer is opencompass_more_rules' truth for that question, so a persona's score is known exactly.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The sim's tokenizer, served like vLLM's `/tokenize` and `/detokenize`: pure and exactly invertible.
 
 A text is cut into tokens of 4 characters from its start (the last may be shorter), so a text of
-n characters has ``ceil(n / 4)`` tokens: the same count as ``rules.estimate_tokens``. A token's id
+n characters has ``ceil(n / 4)`` tokens: the same count as ``replies.estimate_tokens``. A token's id
 packs its characters' code points, 21 bits each, under a marker bit that gives its length:
 ``id = (1 << 21 * k) | sum(ord(c_i) << 21 * i)`` for a token of k characters. Decoding any run
 of ids gives back exactly the characters they came from.

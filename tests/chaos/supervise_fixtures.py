@@ -55,14 +55,14 @@ def runs_json(root: Path) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(name="detached")
-def detached_fixture() -> Iterator[Callable[[list[str], Path], subprocess.CompletedProcess[str]]]:
-    """`detached(args, run_dir)`: `ops eval … --detach` (it returns at once); at teardown the supervisor and
-    its evals are killed by pid and the run's own tmux server is killed (only the sockets started here)."""
+def detached_fixture() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """`detached(args, run_dir[, env])`: `ops eval … --detach` (it returns at once); at teardown the supervisor
+    and its evals are killed by pid and the run's own tmux server is killed (only the sockets started here)."""
     started: list[Path] = []
 
-    def detach(args: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
+    def detach(args: list[str], run_dir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         started.append(run_dir)
-        return run_ops([*args, "--run-dir", str(run_dir), "--detach"])
+        return run_ops([*args, "--run-dir", str(run_dir), "--detach"], env=env)
 
     yield detach
     for run_dir in started:

@@ -7,13 +7,16 @@ signalled 30 to 60 s after it starts."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.chaos.supervise_fixtures import events, run_info, runs_json, supervisor_state, wait_until
+from tests.helpers import OPS
 from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
@@ -98,3 +101,44 @@ def test_ops_stop_of_a_slurm_run_signals_its_supervisor_and_nothing_continues(
         assert runs_json(runs)["chat-slurm-stop"]["state"] == "stopped"
     finally:
         subprocess.run(["scancel", job], env={**os.environ, **h.env}, capture_output=True, check=False)
+
+
+def test_a_controller_that_cannot_be_asked_leaves_a_running_job_running_unconfirmed(
+        harness: ClusterHarness, tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
+    """The job runs; `ops runs` with a slurm configuration whose controller never answers (squeue keeps
+    retrying past the 10 s `ops runs` gives it) says `running`, unconfirmed, never `crashed`; with the
+    real configuration it says `running`, confirmed, on the job's node."""
+    h = harness
+    sim = sim_server("m", args=["--latency-ms", "500"])
+    config = model_config(tmp_path / "mc.json", {"m": [sim]})
+    data = dataset(tmp_path / "d.jsonl", [f"s{i}" for i in range(1000)])
+    runs = tmp_path / "runs"
+    run_dir = runs / "chat-slurm-unreachable"
+    started = h.ops("eval", "chat", "--no-analyze", "--model-config", str(config), "--dataset", str(data),
+                    "--run-dir", str(run_dir), "--concurrency", "2", "--detach", "slurm", "--walltime", "30")
+    assert started.returncode == 0, started.stderr
+    job = run_info(run_dir)["supervisor"]["job_id"]
+    silent = tmp_path / "unreachable-slurm.conf"  # a controller address where nothing answers
+    silent.write_text("ClusterName=unreachable\nSlurmctldHost=nowhere(127.0.0.1)\nSlurmctldPort=1\n"
+                      "AuthType=auth/none\n")
+    try:
+        wait_until(lambda: (run_dir / "results.jsonl").exists() and len(results(run_dir)) >= 4, "4 results")
+        unasked = subprocess.run([*OPS, "runs", "--root", str(runs), "--json"], cwd=h.cwd, capture_output=True,
+                                 text=True, timeout=120, check=False,
+                                 env={**os.environ, **h.env, "SLURM_CONF": str(silent)})
+        assert unasked.returncode == 0, unasked.stderr
+        (row,) = json.loads(unasked.stdout)
+        assert (row["state"], row["where"], row["reason"]) == ("running", f"job {job}", None)
+        assert row["unconfirmed"] == "`squeue -h` did not answer in 10 s: is slurmctld up?"
+        asked = runs_json_with(h, runs)
+        assert (asked["state"], asked["unconfirmed"]) == ("running", None)
+        assert asked["where"].startswith(f"job {job}@")
+    finally:
+        subprocess.run(["scancel", job], env={**os.environ, **h.env}, capture_output=True, check=False)
+
+
+def runs_json_with(h: ClusterHarness, runs: Path) -> dict[str, Any]:
+    result = h.ops("runs", "--root", str(runs), "--json")
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    return dict(row)

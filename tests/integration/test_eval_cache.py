@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from orchestra_ops.client.identity import directory_fingerprint
 from tests.adapters import make_adapter
-from tests.helpers import run_ops
+from tests.helpers import model_calls, run_ops
 from tests.simserver import SimServer
 
 BASE, FT = "sim/base", "ft"
@@ -37,7 +38,7 @@ def eval_(config: Path, run_dir: Path, *extra: str) -> Any:
 
 
 def profile(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    return model_calls(run_dir)
 
 
 def requests(server: SimServer) -> float:
@@ -66,7 +67,11 @@ def test_second_run_makes_no_model_call_and_scores_the_same(tmp_path: Path, sim:
     assert (first / "summary" / "summary.csv").read_text() == (second / "summary" / "summary.csv").read_text()
 
     info = json.loads((second / "run.json").read_text())
-    assert info["cache"] == {"path": str(cache.resolve()), "sampled": False} and info["cache_used"] is True
+    adapter = {"path": str((tmp_path / "ft").resolve()), "fingerprint": directory_fingerprint(tmp_path / "ft")}
+    assert info["cache"] == {"path": str(cache.resolve()), "sampled": False, "identities": {
+        BASE: {"served": BASE, "revision": None, "declared": None, "roots": [{"path": BASE, "fingerprint": None}]},
+        FT: {"served": FT, "revision": None, "declared": None, "roots": [adapter]}}}  # an endpoints file: roots
+    assert info["cache_used"] is True
     stats = json.loads((second / "analysis" / "stats.json").read_text())
     assert (stats["calls"]["model_calls"], stats["calls"]["cache_hits"]) == (0, UNITS)
     assert f"answered from the response cache</td><td>{UNITS}</td>" in (second / "analysis" / "report.html").read_text()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.helpers import run_ops
+from tests.helpers import model_calls, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results, total
 from tests.simserver import SimServer
 
@@ -37,7 +36,7 @@ def test_concurrency_cap_is_exact_and_every_task_is_recorded(tmp_path: Path,
     assert "[PROGRESS] done=36 failed=0 in_flight=0" in proc.stdout
     log = (run_dir / "eval.log").read_text()
     assert all(line in log for line in proc.stdout.splitlines())
-    events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    events = model_calls(run_dir)
     assert len(events) == 36
     assert {"role", "model", "replica", "start", "latency", "prompt_tokens", "completion_tokens", "attempts",
             "status"} <= set(events[0])

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.helpers import run_ops
+from tests.helpers import model_calls, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results, total
 from tests.simserver import SimServer
 
@@ -33,7 +33,7 @@ def test_500s_and_429s_are_retried(tmp_path: Path, sim_server: Callable[..., Sim
     assert metrics['sim_requests_failed_total{status="429"}'] > 0
     failures = metrics['sim_requests_failed_total{status="500"}'] + metrics['sim_requests_failed_total{status="429"}']
     assert sum(r["attempts"] for r in records) == 60 + failures
-    events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    events = model_calls(run_dir)
     assert sum(e["attempts"] for e in events) == 60 + failures
 
 

@@ -69,8 +69,11 @@ def test_run_json_is_a_manifest_without_secrets(tmp_path: Path, sim_server: Call
     routing = {r["role"]: r for r in info["routing"]}
     assert routing["responder"] == {"role": "responder", "target": "answer", "kind": "model",
                                     "served_name": "sim/answer", "replicas": 1,
-                                    "where": f"127.0.0.1:{sim.port}", "request_defaults": {"max_tokens": 8}}
+                                    "where": f"127.0.0.1:{sim.port}", "request_defaults": {"max_tokens": 8},
+                                    "affinity": {"mode": "session", "load_factor": 1.25}}
     assert routing["judge"]["kind"] == "provider" and routing["judge"]["replicas"] is None
+    assert "affinity" not in routing["judge"]  # a provider is one endpoint: no placement to record
+    assert info["cli"]["affinity"] is None  # no --affinity: each model's routing.affinity
     assert info["judge"] == {"roles": [routing["judge"]], "options": {}}
     assert "MANIFEST_KEY" in routing["judge"]["where"]  # the variable's name, never its value
     assert (info["cli"]["concurrency"], info["cli"]["limit"], info["cli"]["models"]) == (32, 10, ["judge"])

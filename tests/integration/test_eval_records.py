@@ -15,7 +15,7 @@ from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.routing import Routing, Target
-from tests.helpers import run_ops
+from tests.helpers import model_calls, profile_events, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
 
@@ -35,6 +35,7 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     failed = len(records) - ok
     assert 0 < failed < 60
     scores = json.loads((run_dir / "scores.json").read_text())
+    usage = scores.pop("usage")
     assert scores == {"suite": "chat", "model": "m", "units": 60, "ok": ok, "failed": failed,
                       "failed_by_type": {"http_500": failed}, "missing": 0,
                       "headline_scores": {"metric": "answered", "scores": [], "differences": [],
@@ -42,10 +43,20 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in (run_dir / "eval.log").read_text()
     assert f" · {ok}/60 ok, {failed} failed (--retry-failed reruns them) · " in out.stdout.splitlines()[-1]
 
-    events = [json.loads(line) for line in (run_dir / "profile.jsonl").read_text().splitlines()]
+    every = profile_events(run_dir)
+    events = model_calls(run_dir)
+    counted = [(e["type"], e["phase"]) for e in every if e not in events]
+    assert counted == [("replica_counters", "start"), ("replica_counters", "end")]  # the replica's, around the run
     assert Counter(e["task"] for e in events) == Counter(ids)  # one call per task, each with its task id
     assert {e["type"] for e in events} == {"model_call"}
     assert {e["status"] for e in events} == {"ok", "http_500"}
+    assert not any("cost" in e for e in events)  # no pricing in an endpoints file: no call is priced
+    prompt = sum(e["prompt_tokens"] for e in events if e["status"] == "ok")
+    completion = sum(e["completion_tokens"] for e in events if e["status"] == "ok")
+    row = {"calls": 60, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": None,
+           "cache_hits": 0, "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
+    assert prompt > 0 and completion > 0 and usage == {"by_role": {"m": row}, "total": row}
+    assert f"  m  60 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost not priced" in out.stdout
 
     info = json.loads((run_dir / "run.json").read_text())
     assert (info["suite"], info["model"], info["models"], info["templates"], info["suite_options"]) == (

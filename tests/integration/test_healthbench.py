@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.helpers import run_ops
+from tests.helpers import model_calls, run_ops
 from tests.integration.eval_fixtures import model_config, results, total
 from tests.integration.healthbench_fixtures import (
     assert_scores_match,
@@ -105,7 +105,7 @@ def test_the_judge_cap_is_shared_by_every_example_in_flight(tmp_path: Path,
                              "--limit", "1", "--concurrency", "1"], timeout=300)
     assert one_at_a_time.returncode == 0, one_at_a_time.stderr
     # one example: all of its items in flight together, not one after another (each takes 300 ms)
-    events = [json.loads(line) for line in (tmp_path / "one" / "profile.jsonl").read_text().splitlines()]
+    events = model_calls(tmp_path / "one")
     starts = sorted(e["start"] for e in events if e["role"] == "judge")
     assert len(starts) == len(rows[0]["rubrics"]) and starts[-1] - starts[0] < 0.3
 

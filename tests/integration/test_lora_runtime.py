@@ -94,9 +94,15 @@ def test_load_into_every_replica_then_unload_everywhere(fleet: Fleet, tmp_path: 
     answer = json.loads((tmp_path / "run" / "results.jsonl").read_text())["answer"]
     assert answer == adapter_reply(replies.Reply(replies.EXPERT, base_text), "ft").content != base_text
 
-    again = fleet.ops("lora", "load", "ft", str(ft))
-    assert again.returncode == 2
-    assert f"error: 'ft' is already loaded into base from {ft}; `ops lora unload ft` first" in again.stderr
+    again = fleet.ops("lora", "load", "ft", str(ft), "--json")  # the same dir again: adopted where it is served
+    assert again.returncode == 0, again.stderr
+    assert [(r["replica"], r["ok"], r["status"], r["message"]) for r in json.loads(again.stdout)["replicas"]] == [
+        ("base/0", True, None, f"already serves 'ft' from {ft}: adopted"),
+        ("base/1", True, None, f"already serves 'ft' from {ft}: adopted")]
+    other = make_adapter(tmp_path / "adapters" / "other", r=8)
+    elsewhere = fleet.ops("lora", "load", "ft", str(other))
+    assert elsewhere.returncode == 2
+    assert f"error: 'ft' is already loaded into base from {ft}; `ops lora unload ft` first" in elsewhere.stderr
 
     unloaded = fleet.ops("lora", "unload", "ft", "--json")
     assert unloaded.returncode == 0, unloaded.stderr
@@ -158,9 +164,10 @@ def test_a_replica_that_refuses_leaves_none_serving_it(tmp_path: Path, sim_serve
     proc = run_ops(["lora", "load", "ft", str(ft), "--topology", "lr"], env=env, cwd=tmp_path)
     assert proc.returncode == 3
     assert proc.stderr == (
-        "error: cannot load adapter 'ft' into base: 1 of 2 replica(s) refused\n"
+        "error: cannot load adapter 'ft' into base: 1 of 2 replica(s) refused or did not answer\n"
         f"  base/1 (127.0.0.1:{other.port}): {why}\n"
-        "  rolled back: unloaded again from base/0; 'ft' is served nowhere\n")
+        "  rolled back: unloaded again from base/0\n"
+        "  'ft' is served nowhere\n")
     assert "ft" not in ids(first.port) and "ft" not in ids(other.port)
     assert (tmp_path / "home" / "lr" / "model_config.json").read_text() == before
     assert not (tmp_path / "home" / "lr" / "lora.json").exists()

@@ -1,6 +1,6 @@
 """humaneval, bbh, hellaswag, ARC and cmmlu over one shared sim fleet (base model and adapter): exact scores.
 
-Each expectation is computed here from the sim's persona rules (benchmark_more) and OpenCompass's
+Each expectation is computed here from the sim's persona rules (opencompass_more_rules) and OpenCompass's
 postprocessor semantics written again below (opencompass/datasets/bbh.py, text_postprocessors.py,
 humaneval.py at a5acc4bb; only the forms the sim writes), not imported from the suites, so a suite that
 extracts or scores differently fails. humaneval programs really run in the sandbox: ones that pass, fail,

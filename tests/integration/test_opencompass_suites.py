@@ -1,6 +1,6 @@
 """gsm8k and mmlu over real simulated engines, base model and adapter side by side: exact accuracies.
 
-The expectation is computed here from the sim's rules (benchmark_rules: what each persona replies)
+The expectation is computed here from the sim's rules (opencompass_rules: what each persona replies)
 and OpenCompass's extraction rules as the reference states them (written again below, not imported
 from the suite), so a suite that extracts or scores differently fails.
 """

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from orchestra_ops.evals.opencompass.paired import weighted_bootstrap
+from orchestra_ops.evals.opencompass.sampling import seeded_sample
 from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
@@ -27,7 +28,6 @@ from tests.integration.test_opencompass_suites import oc_gsm8k_correct, oc_gsm8k
 BASE = "sim/base"  # skill 88 in the sim's rules
 CLOSE = "lora-b"  # skill 79: a little worse than base, within the interval -> pass
 POOR = "ckpt-100"  # skill 31: far worse -> block
-Z = 1.959963984540054
 DATA = REPO / "evals" / "opencompass" / "data"
 
 
@@ -56,8 +56,9 @@ class Harness:
                 for p in self.ports]
 
 
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
+@pytest.fixture(name="harness")
+def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
+    """A Harness in tmp_path; every fleet it brought up is taken down at teardown (also for tests that import it)."""
     h = Harness(tmp_path)
     yield h
     for state in (tmp_path / "home").glob("*/state.json"):
@@ -66,45 +67,55 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
 
 # ---- what the gate must say, from first principles ---------------------------------------------------
 
-def gsm8k_outcomes(model: str) -> list[bool]:
+def gsm8k_outcomes(model: str, sample: int | None = None, seed: int = 0) -> list[bool]:
     rows = [json.loads(line) for line in (DATA / "gsm8k" / "test.jsonl").read_text().splitlines() if line.strip()]
+    rows = seeded_sample(rows, sample, seed, "gsm8k")  # --sample N --seed S, as the reference's sampling defines
     return [oc_gsm8k_correct(oc_gsm8k_pred(br.gsm8k_reply(model, r["question"])), oc_gsm8k_gold(r["answer"]))
             for r in rows]
 
 
-def mmlu_outcomes(model: str) -> dict[str, list[bool]]:
+def mmlu_outcomes(model: str, sample: int | None = None, seed: int = 0) -> dict[str, list[bool]]:
     out = {}
     for source in sorted((DATA / "mmlu" / "test").glob("*_test.csv")):
         with open(source, newline="") as handle:
             rows = list(csv.reader(handle))
-        out[source.name.removesuffix("_test.csv")] = [oc_mmlu_pred(br.mmlu_reply(model, r[0])) == r[5] for r in rows]
+        subject = source.name.removesuffix("_test.csv")
+        rows = seeded_sample(rows, sample, seed, subject)
+        out[subject] = [oc_mmlu_pred(br.mmlu_reply(model, r[0])) == r[5] for r in rows]
     return out
 
 
-def mean_var(base: list[bool], other: list[bool]) -> tuple[float, float, int]:
-    d = [100.0 * (int(b) - int(a)) for a, b in zip(base, other, strict=True)]
-    mean = sum(d) / len(d)
-    return mean, sum((x - mean) ** 2 for x in d) / (len(d) - 1), len(d)
+def expected_verdict(ci95: list[float] | None, max_drop: float) -> str:
+    """The rule, from its definition: pass wholly above -max_drop, block wholly below, else inconclusive."""
+    if ci95 is None:
+        return "inconclusive"
+    return "pass" if ci95[0] > -max_drop else "block" if ci95[1] < -max_drop else "inconclusive"
 
 
-def expected_rows(adapter: str, max_drop: float) -> dict[str, dict[str, Any]]:
+def expected_rows(adapter: str, max_drop: float, sample: int | None = None, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Every headline row from the sim's rules: the scores and the difference worked out here; the interval
+    is paired.weighted_bootstrap (tested on exact cases in tests/unit/test_paired.py) over these outcomes,
+    paired and weighted as the headline must be (gsm8k: pooled; mmlu: the naive average over subjects)."""
     rows: dict[str, dict[str, Any]] = {}
-    gb, ga = gsm8k_outcomes(BASE), gsm8k_outcomes(adapter)
-    mean, var, n = mean_var(gb, ga)
-    half = Z * math.sqrt(var / n)
+    gb, ga = gsm8k_outcomes(BASE, sample, seed), gsm8k_outcomes(adapter, sample, seed)
+    n = len(gb)
+    interval = weighted_bootstrap({"gsm8k": list(zip(gb, ga, strict=True))}, "micro")
+    assert interval is not None
     rows["gsm8k"] = {"row": "gsm8k", "metric": "accuracy", "base": 100 * sum(gb) / n, "adapter": 100 * sum(ga) / n,
-                     "delta": mean, "ci95": [mean - half, mean + half], "n": n}
-    mb, ma = mmlu_outcomes(BASE), mmlu_outcomes(adapter)
-    parts = [mean_var(mb[s], ma[s]) for s in mb]
-    k = len(parts)
-    diff = sum(p[0] for p in parts) / k
-    half = Z * math.sqrt(sum(v / m for _, v, m in parts)) / k
+                     "delta": 100 * (sum(ga) - sum(gb)) / n, "n": n,
+                     "ci95": None if interval.low is None else [interval.low, interval.high]}
+    mb, ma = mmlu_outcomes(BASE, sample, seed), mmlu_outcomes(adapter, sample, seed)
+    k = len(mb)
+    interval = weighted_bootstrap({f"lukaemon_mmlu_{s}": list(zip(mb[s], ma[s], strict=True)) for s in mb}, "naive")
+    assert interval is not None
     rows["mmlu"] = {"row": "mmlu", "metric": "naive_average",
                     "base": sum(100 * sum(v) / len(v) for v in mb.values()) / k,
                     "adapter": sum(100 * sum(v) / len(v) for v in ma.values()) / k,
-                    "delta": diff, "ci95": [diff - half, diff + half], "n": sum(p[2] for p in parts)}
+                    "delta": sum(100 * (sum(ma[s]) - sum(mb[s])) / len(mb[s]) for s in mb) / k,
+                    "n": sum(len(v) for v in mb.values()),
+                    "ci95": None if interval.low is None else [interval.low, interval.high]}
     for row in rows.values():
-        row["verdict"] = "block" if row["ci95"][1] < -max_drop else "pass"
+        row["verdict"] = expected_verdict(row["ci95"], max_drop)
     return rows
 
 
@@ -116,7 +127,10 @@ def assert_rows(got: dict[str, Any], want: dict[str, dict[str, Any]]) -> None:
         assert g["base"] == pytest.approx(row["base"], abs=1e-4)
         assert g["adapter"] == pytest.approx(row["adapter"], abs=1e-4)
         assert g["delta"] == pytest.approx(row["delta"], abs=1e-4)
-        assert g["ci95"] == pytest.approx(row["ci95"], abs=1e-4)
+        assert g["ci95"] == (None if row["ci95"] is None else pytest.approx(row["ci95"], abs=1e-4))
+        assert g["interval"]["name"] == "paired percentile bootstrap over all samples"
+        assert (g["interval"]["resamples"], g["interval"]["seed"]) == (10_000, 0)
+        assert (g["samples_to_decide"] is None) == (row["verdict"] != "inconclusive")
 
 
 # ---- the tests ----------------------------------------------------------------------------------------
@@ -126,10 +140,11 @@ def test_pass_then_block_with_up_and_down(harness: Harness, tmp_path: Path) -> N
     close_dir = make_adapter(tmp_path / "adapters" / CLOSE)
     poor_dir = make_adapter(tmp_path / "adapters" / POOR)
 
-    want = expected_rows(CLOSE, 1.0)
+    want = expected_rows(CLOSE, 20.0)
     assert [r["verdict"] for r in want.values()] == ["pass", "pass"]  # the data shows what the test claims
     first = harness.ops("posttrain", "--topology", str(topology), "--up", "--model", "base",
-                        "--adapter", f"{CLOSE}=adapters/{CLOSE}", "--datasets", "gsm8k,mmlu", "--json")
+                        "--adapter", f"{CLOSE}=adapters/{CLOSE}", "--datasets", "gsm8k,mmlu", "--max-drop", "20",
+                        "--json")
     assert first.returncode == 0, first.stderr
     result = json.loads(first.stdout)
     assert result["verdict"] == "pass" and result["base"] == "base"
@@ -178,10 +193,53 @@ def test_timeout_exits_124_and_the_same_call_resumes(harness: Harness, tmp_path:
     assert harness.served() == [{BASE}]  # unloaded on the way out
 
     done = harness.ops(*args, "--timeout", "600", "--json")
-    assert done.returncode == 0, done.stderr
+    want = expected_rows(CLOSE, 1.0)["gsm8k"]
+    assert want["verdict"] == "inconclusive"  # 40 pairs: the interval holds -1
+    assert done.returncode == 6, done.stderr
     ids = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert ids[: len(before)] == before and len(ids) == len(set(ids)) == 80  # nothing ran twice
-    assert_rows(json.loads(done.stdout)["datasets"], {"gsm8k": expected_rows(CLOSE, 1.0)["gsm8k"]})
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "inconclusive"
+    assert_rows(result["datasets"], {"gsm8k": want})
+    need = result["datasets"]["gsm8k"]["samples_to_decide"]["samples"]
+    low, high = want["ci95"]
+    assert need == int(40 * ((want["delta"] - low) / (want["delta"] + 1.0)) ** 2) + 1  # leaning to pass
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: inconclusive: gsm8k: adapter - base {want['delta']:+.2f} points, 95% interval [{low:+.2f}, "
+        f"{high:+.2f}] holds -1 (40 paired); about {need} paired samples would decide it")
+
+
+def test_few_samples_are_inconclusive_not_a_pass_and_one_pair_per_subject_still_has_an_interval(
+        harness: Harness, tmp_path: Path) -> None:
+    topology = harness.topology()
+    assert harness.ops("up", str(topology)).returncode == 0
+    make_adapter(tmp_path / "ckpt-400")
+    # --sample 8: mmlu's adapter is 15.6 points worse, gsm8k's 25: neither interval excludes -1
+    want = expected_rows("ckpt-400", 1.0, sample=8, seed=0)
+    assert [(r["verdict"], r["delta"]) for r in want.values()] == [("inconclusive", -25.0),
+                                                                   ("inconclusive", -15.625)]
+    few = harness.ops("posttrain", "--topology", "pt", "--model", "base", "--adapter", "ckpt-400=ckpt-400",
+                      "--sample", "8", "--run-dir", "eight", "--json")
+    assert few.returncode == 6, few.stderr
+    result = json.loads(few.stdout)
+    assert result["verdict"] == "inconclusive"
+    assert_rows(result["datasets"], want)
+    assert json.loads((tmp_path / "eight" / "posttrain.json").read_text()) == result
+    assert "error: inconclusive: gsm8k: adapter - base -25.00 points" in few.stderr
+    assert "; mmlu: adapter - base -15.62 points" in few.stderr
+
+    # --sample 1: one pair per mmlu subject (4 in all) still gives the naive average an interval; gsm8k's one
+    # pair gives none
+    want = expected_rows("ckpt-400", 0.0, sample=1, seed=6)
+    assert (want["mmlu"]["n"], want["gsm8k"]["n"], want["gsm8k"]["ci95"]) == (4, 1, None)
+    assert want["mmlu"]["ci95"] is not None
+    one = harness.ops("posttrain", "--topology", "pt", "--model", "base", "--adapter", "ckpt-400=ckpt-400",
+                      "--sample", "1", "--seed", "6", "--max-drop", "0", "--run-dir", "one", "--json")
+    result = json.loads(one.stdout)
+    assert_rows(result["datasets"], want)
+    overall = "block" if want["mmlu"]["verdict"] == "block" else "inconclusive"
+    assert (result["verdict"], one.returncode) == (overall, {"block": 1, "inconclusive": 6}[overall]), one.stderr
+    assert result["datasets"]["gsm8k"]["samples_to_decide"]["samples"] is None
 
 
 def test_bad_input_is_exit_2_before_anything_runs(harness: Harness, tmp_path: Path) -> None:

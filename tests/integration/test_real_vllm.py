@@ -269,9 +269,13 @@ def test_eval_chat_and_gsm8k_finish_every_id_once(fleet: Fleet) -> None:
     assert {r["usage"]["completion_tokens"] for r in records} == {8}
     assert {r["replica"] for r in records} == {f"127.0.0.1:{port}" for port in fleet.ports}
     scores = json.loads((fleet.cwd / "runs/chat/scores.json").read_text())
+    usage = scores.pop("usage")  # what vLLM reported for every call, per role (no pricing in this topology)
     assert scores == {"suite": "chat", "model": "tiny", "units": 8, "ok": 8, "failed": 0, "failed_by_type": {},
                       "missing": 0, "headline_scores": {"metric": "answered", "scores": [], "differences": [],
                                                         "note": "8/8 answered, not graded"}}
+    row = {"calls": 8, "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records), "completion_tokens": 64,
+           "cost_usd": None, "cache_hits": 0, "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
+    assert row["prompt_tokens"] > 8 * 8 and usage == {"by_role": {"tiny": row}, "total": row}
 
     gsm8k = fleet.ops("eval", "gsm8k", "--model", "tiny", "--topology", NAME, "--limit", "4", "--max-tokens", "16",
                       "--no-analyze", "--run-dir", "runs/gsm8k")

@@ -33,8 +33,8 @@ from orchestra_ops.client.replica import Replica as PoolReplica
 from orchestra_ops.client.retry import RetryPolicy
 from orchestra_ops.client.transport import AiohttpTransport
 from orchestra_ops.fleet import probes as health
+from orchestra_ops.fleet.lora import calls
 from orchestra_ops.fleet.state import ProcessRecord
-from orchestra_ops.lora import calls
 from tests.realvllm import MAX_MODEL_LEN, SERVED_NAME, TINY_ADAPTER, VllmServer
 from tests.simserver import SimServer
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from orchestra_ops.services.simllm import rules
+from orchestra_ops.services.simllm import replies, rules
 from orchestra_ops.services.simllm.lora import adapter_reply
 
 from tests.adapters import make_adapter
@@ -67,13 +67,13 @@ def test_static_and_runtime_adapters(tmp_path: Path, sim_server: Callable[..., S
 
     question = "What is the boiling point of water at sea level?"
     base_text = rules.respond({"model": "sim/base", "messages": [{"role": "user", "content": question}]}).content
-    replies = {model: chat(sim, model, question).json() for model in (None, "sim/base", "st", "ft")}
-    assert replies[None]["choices"][0]["message"]["content"] == base_text
-    assert replies["sim/base"]["choices"][0]["message"]["content"] == base_text
+    answered = {model: chat(sim, model, question).json() for model in (None, "sim/base", "st", "ft")}
+    assert answered[None]["choices"][0]["message"]["content"] == base_text
+    assert answered["sim/base"]["choices"][0]["message"]["content"] == base_text
     for name in ("st", "ft"):
         expected = adapter_reply(replies.Reply(replies.EXPERT, base_text), name).content
-        assert replies[name]["choices"][0]["message"]["content"] == expected != base_text
-        assert replies[name]["model"] == name
+        assert answered[name]["choices"][0]["message"]["content"] == expected != base_text
+        assert answered[name]["model"] == name
     missing = chat(sim, "other", question)
     assert (missing.status_code, missing.json()["error"]["message"]) == (
         404, "The model `other` does not exist. Valid aliases: sim/base.")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from orchestra_ops.evals.agent.protocol import DEFAULT_ALIASES
 from orchestra_ops.evals.agent.toolspec import check_calls, load_tools
+from orchestra_ops.evals.bundled import packaged
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.templates import packaged, read_template
+from orchestra_ops.runner.templates import read_template
 
 
 def spec():  # type: ignore[no-untyped-def]

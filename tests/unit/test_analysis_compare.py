@@ -181,3 +181,19 @@ def test_compare_bad_run_dir(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", results=[{"id": 0, "status": "ok"}])
     cli = run_ops(["compare", str(a), str(tmp_path / "missing")])
     assert cli.returncode == 2 and "missing: no such run dir" in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_a_different_affinity_is_named_and_keeps_the_runs_equivalent(tmp_path: Path) -> None:
+    ids = [f"q{i}" for i in range(10)]
+    a = _run(tmp_path, "a", {i: True for i in ids})
+    b = _run(tmp_path, "b", {i: True for i in ids})
+    info = json.loads((b / "run.json").read_text())
+    rows = [r for r in info["routing"] if r["role"] == "m"]
+    assert rows and rows[0]["affinity"] == {"mode": "session", "load_factor": 1.25}  # what `ops eval` records
+    rows[0]["affinity"] = {"mode": "none", "load_factor": 1.25}  # as `ops eval --affinity none` records it
+    (b / "run.json").write_text(json.dumps(info))
+    result = compare_runs(a, b)
+    assert result.equivalent, result.differences
+    assert [(d.item, d.detail) for d in result.intended if d.item == "affinity"] == [
+        ("affinity", "m: A session (load factor 1.25), B none")]
+    assert "routing" not in [d.item for d in result.intended]  # the affinity alone differs: named once

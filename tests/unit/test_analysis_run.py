@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.analysis.analyze import analyze_run
-from orchestra_ops.analysis.profile_events import read_profile
 from orchestra_ops.analysis.timeline import busy_seconds, timeline
+from orchestra_ops.runner.profile_reader import read_profile
 from tests.helpers import run_ops
 from tests.runfactory import T0, model_event, tool_event, write_run
 

@@ -53,7 +53,7 @@ def test_one_score_format() -> None:
 def test_the_result_line_and_the_headline_in_scores_json() -> None:
     headline = Headline("accuracy", scores=[ModelScore("answer", 70.0, 20.1, 20), ModelScore("ft", 72.5, 19.6, 20)],
                         differences=[ScoreDifference("ft", "answer", 2.5, -8.3, 13.3, 20)])
-    scores = {"headline_scores": headline.to_json(), "cost": {"total_usd": 1.234}}
+    scores = {"headline_scores": headline.to_json(), "usage": {"by_role": {}, "total": {"cost_usd": 1.234}}}
     assert stored_headline(scores) == headline and stored_headline({}) is None
     line = result_line("gsm8k", scores, ok=38, failed=2, total=40, wall_s=75.2, calls=80, tokens=31204,
                        run_dir=Path("runs/gsm8k-lab"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from orchestra_ops.evals.opencompass.paired import Z95, naive_mean, paired
+from orchestra_ops.evals.opencompass.paired import Z95, naive_mean, paired, weighted_bootstrap
 
 
 def test_paired_difference_and_interval() -> None:
@@ -37,3 +37,44 @@ def test_naive_mean_of_subsets() -> None:
     se = math.sqrt(5000 / 2 + (10000 / 3) / 3) / 2
     assert result.low == pytest.approx(result.diff - Z95 * se) and result.high == pytest.approx(result.diff + Z95 * se)
     assert naive_mean([a, []]) is None
+
+
+def test_the_headline_bootstrap_has_an_interval_when_one_subset_has_a_single_pair() -> None:
+    # a naive average of two subsets of one pair each: d = 0 and -100, each weighing 1/2. A resample of 2 pairs
+    # is (0, 0) -> 0, one of each -> -50, (-100, -100) -> -100, with chances 1/4, 1/2, 1/4: both tails hold
+    # more than 2.5 %, so the interval is exactly [-100, 0]
+    result = weighted_bootstrap({"a": [(True, True)], "b": [(True, False)]}, "naive")
+    assert result is not None and (result.diff, result.low, result.high, result.n) == (-50.0, -100.0, 0.0, 2)
+    normal = naive_mean([[(True, True)], [(True, False)]])
+    assert normal is not None and normal.low is None  # the normal approximation has none: what this fixes
+    method = result.to_json()["method"]
+    assert method["weights"] == "naive average of 2 subset(s): a pair of subset k weighs 1/(K*n_k)"
+    assert (method["resamples"], method["seed"], method["confidence"]) == (10_000, 0, 0.95)
+
+
+def test_the_bootstrap_weighs_as_the_headline_and_its_tails_are_exact_where_they_can_be() -> None:
+    # a thin subset (1 pair, +100) and a thick one (4 pairs, all 0): the naive average is (100 + 0) / 2 = 50,
+    # the pooled one 100 / 5 = 20
+    thin, thick = [(False, True)], [(True, True)] * 2 + [(False, False)] * 2
+    naive, micro = weighted_bootstrap({"thin": thin, "thick": thick}, "naive"), \
+        weighted_bootstrap({"thin": thin, "thick": thick}, "micro")
+    assert naive is not None and micro is not None
+    assert (naive.diff, micro.diff) == (50.0, 20.0)
+    # no resample draws the +100 pair with chance (4/5)^5 = 33 %: both lower ends are exactly 0
+    assert naive.low == 0.0 and micro.low == 0.0
+    # pooled, 5 draws: two or more +100 (mean >= 40) with chance 26 %, three or more 5.8 %, four or more 0.67 %:
+    # the 97.5th percentile lies among the resamples with exactly three, a mean of 60
+    assert micro.high == 60.0
+    assert micro.to_json()["method"]["weights"] == "every pair weighs the same (1/N)"
+    # the subsets' order does not change the draws (categories go by subset name)
+    assert weighted_bootstrap({"thick": thick, "thin": thin}, "naive") == naive
+
+
+def test_the_bootstrap_edges() -> None:
+    assert weighted_bootstrap({}, "naive") is None
+    assert weighted_bootstrap({"a": [(True, True)], "b": []}, "naive") is None  # a subset with no pair: no average
+    one = weighted_bootstrap({"a": [(False, True)]}, "micro")
+    assert one is not None and (one.diff, one.low, one.high, one.n) == (100.0, None, None, 1)
+    assert one.to_json()["ci95"] is None
+    same = weighted_bootstrap({"a": [(True, False)] * 3}, "micro")
+    assert same is not None and (same.low, same.high) == (-100.0, -100.0)  # every resample is the same

@@ -12,7 +12,7 @@ from orchestra_ops.client.routing import from_model_config, from_topology
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.fleet.lora_records import LoadedAdapter, write_records
+from orchestra_ops.fleet.lora.loaded import LoadedAdapter, write_records
 from tests.adapters import make_adapter
 
 
@@ -80,6 +80,11 @@ def test_load_routing_reads_the_runtime_adapters_ops_lora_load_recorded(topology
     write_records("rl", {"ft": LoadedAdapter("ft", "answer", "/x/ft", 1.0)})
     routing = load_routing(str(topology))
     assert routing.chat_target("ft").adapter_of == "answer"
+    # what the response cache keys each name on (client/identity.py): the recorded and the declared directory
+    assert (routing.chat_target("ft").adapter_path, routing.chat_target("tuned").adapter_path) == (
+        "/x/ft", str(tmp_path / "st"))
+    assert routing.chat_target("candidate").adapter_path is None and routing.declared
+    assert from_model_config(ENDPOINTS, source="mc.json", name="mc").declared is False
 
 
 def test_an_endpoints_file_alone_routes_adapter_keys_as_models() -> None:

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.services.simllm import agent_rules, replies, rules, tokens
-
-from orchestra_ops.runner.templates import packaged
 
 TOOLS = json.loads(Path(packaged("agent/templates/agent_tools.json")).read_text())
 Q = "Which instrument does the glassblower Uma Novak play?"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from orchestra_ops.cli import eval_cmd
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.evalrun import completion_line
+from orchestra_ops.runner.evalloop import completion_line
 from orchestra_ops.runner.prepare import suite_option_values
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, unit_counts
 
@@ -36,8 +36,8 @@ class RoundsSuite(BaseSuite):
 def _invoke(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[click.testing.Result, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
-    def fake_run(suite: str, values: dict[str, Any], suite_options: dict[str, Any]) -> None:
-        seen.update(suite=suite, values=values, given=suite_options)
+    def fake_run(name: str, suite: Any, options: Any, *, analyze: bool, verbose: bool) -> None:  # not run here
+        seen.update(suite=name, values={"models": options.models}, given=options.suite_options)
 
     monkeypatch.setattr(eval_cmd, "_run", fake_run)
     command = eval_cmd.suite_command("rounds", RoundsSuite())

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
+from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.tau2.loop import Simulation
 from orchestra_ops.evals.tau2.suite import Tau2Suite
 
-from orchestra_ops.runner.templates import packaged, read_template
+from orchestra_ops.runner.templates import read_template
 from tests.unit.test_tau2_loop import SimContext
 
 MESSAGES = [

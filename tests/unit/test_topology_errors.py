@@ -262,6 +262,28 @@ models:
         ["t.yaml:7: invalid YAML: expected ',' or ']', but got '<stream end>'"],
     ),
     (
+        "pricing: a negative price, a missing one, an unknown key, each located",
+        HEADER + """\
+models:
+  a:
+    model: m
+    node: n
+    port: 9000
+    pricing: {input_per_mtok: -1, output_per_mtok: 2}
+providers:
+  judge:
+    model: gpt-x
+    base_url: https://api.example/v1
+    pricing:
+      input_per_mtok: 1.5
+      per_token: 3
+""",
+        ["t.yaml:11: models.a.pricing.input_per_mtok: Input should be greater than or equal to 0 (got -1)",
+         "t.yaml:16: providers.judge.pricing.output_per_mtok: required",
+         "t.yaml:18: providers.judge.pricing.per_token: unknown key 'per_token'; valid keys: input_per_mtok, "
+         "output_per_mtok"],
+    ),
+    (
         "several problems at once, in line order",
         HEADER + """\
 models:

@@ -1,4 +1,5 @@
-"""vllmcheck without vLLM: the check command for each form of vllm_command, reading answers, locating refusals."""
+"""The vLLM argv check (fleet/argv_check.py) without vLLM: the check command for each form of vllm_command,
+reading answers, locating refusals."""
 
 from __future__ import annotations
 

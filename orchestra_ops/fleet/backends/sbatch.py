@@ -7,7 +7,7 @@ the job log), then starts every replica in the background: each with its environ
 of them), its output appended line-buffered to its own log. Each replica's exit is written to the
 job log as `ops-job: exited NAME status=N`, which is how `ops` learns, without ssh, that a replica
 died. Before any replica starts, the node's own vLLM parses the command of each vLLM model
-(vllmcheck.py; `ops-job: vllm-check NAME {…}` in the job log): a refusal ends the job with vLLM's
+(fleet/argv_check.py; `ops-job: vllm-check NAME {…}` in the job log): a refusal ends the job with vLLM's
 message and nothing started. The job ends when every replica has exited; at scancel it waits until they have (so a job
 that is gone left no process behind, even where slurm tracks processes by parentage only).
 """
@@ -72,7 +72,7 @@ ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
 """.strip("\n")
 
 
-# The node's own vLLM parses each vLLM model's command before anything starts (vllmcheck.py): the
+# The node's own vLLM parses each vLLM model's command before anything starts (fleet/argv_check.py): the
 # check's shell and Python sources are set once (@LOCATE@, @SOURCE@), each check names its replica.
 CHECKS = r"""
 ops_locate=$(cat <<'OPS_LOCATE_EOF'
@@ -123,7 +123,7 @@ class Replica:
     gpus: tuple[int, ...]
     env: Mapping[str, str]
     argv: Sequence[str]
-    check: Sequence[str] | None = None  # the vLLM check of its command (vllmcheck.check_argv), run first
+    check: Sequence[str] | None = None  # the vLLM check of its command (argv_check.check_argv), run first
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Job state comes from `squeue -t all -j IDS` (one call for every job of a fleet) and, for a job
 squeue no longer lists, `scontrol show job` (no `sacct`: many clusters have no accounting
-database). A job both forget (past MinJobAge) is reported as GONE.
+database). A job both forget (past MinJobAge) is reported as GONE. A controller that cannot be asked
+(no configuration, not running, a timeout) is never taken for a job that is gone: `Unreachable`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestra_ops.errors import LaunchError
+from orchestra_ops.errors import LaunchError, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ WAITING = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUE
 RUNNING = "RUNNING"
 COMPLETING = "COMPLETING"
 GONE = "GONE"  # neither squeue nor scontrol knows the job any more
+UNKNOWN_JOB = "Invalid job id"  # what squeue and scontrol say of a job they do not know (the controller answered)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class SlurmCli:
             raise LaunchError(f"{args[0]} not found: run `ops up` where the slurm commands are (a login node)"
                               ) from None
         except subprocess.TimeoutExpired:
-            raise LaunchError(f"`{' '.join(args[:2])}` did not answer in {timeout:.0f} s: is slurmctld up?") from None
+            raise Unreachable(f"`{' '.join(args[:2])}` did not answer in {timeout:.0f} s: is slurmctld up?") from None
 
     def submit(self, script: str) -> str:
         """`sbatch --parsable SCRIPT` -> the job id; a refusal raises LaunchError with sbatch's words."""
@@ -90,12 +92,15 @@ class SlurmCli:
             return None
         return re.findall(r"PartitionName=(\S+)", result.stdout)
 
-    def jobs(self, job_ids: Iterable[str]) -> dict[str, JobInfo]:
-        """The state of every job in `job_ids`, with one squeue call (and scontrol for the ones it forgot)."""
+    def jobs(self, job_ids: Iterable[str], timeout: float = 60.0) -> dict[str, JobInfo]:
+        """The state of every job in `job_ids`, with one squeue call (and scontrol for the ones it forgot).
+
+        Unreachable (exit 3) when the controller cannot be asked: a job is GONE only when slurm says so."""
         ids = sorted(set(job_ids), key=lambda j: (len(j), j))
         if not ids:
             return {}
-        result = self.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%r|%N|%S"])
+        result = self.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%r|%N|%S"], timeout)
+        _check_answered(result)
         found: dict[str, JobInfo] = {}
         if result.returncode == 0:
             for line in result.stdout.splitlines():
@@ -104,11 +109,12 @@ class SlurmCli:
                     found[parts[0]] = JobInfo(parts[0], parts[1], parts[2], parts[3], _time(parts[4]))
         for job in ids:
             if job not in found:
-                found[job] = self.show(job)
+                found[job] = self.show(job, timeout)
         return found
 
-    def show(self, job_id: str) -> JobInfo:
-        result = self.run(["scontrol", "show", "job", "-o", job_id])
+    def show(self, job_id: str, timeout: float = 60.0) -> JobInfo:
+        result = self.run(["scontrol", "show", "job", "-o", job_id], timeout)
+        _check_answered(result)
         if result.returncode != 0:
             return JobInfo(job_id, GONE)
         fields = dict(re.findall(r"(\w+)=(\S*)", result.stdout))
@@ -121,6 +127,15 @@ class SlurmCli:
         args = ["scancel", *(["--signal=KILL", "--full"] if kill else []), *job_ids]
         result = self.run(args)
         return None if result.returncode == 0 else (result.stderr.strip() or f"exit {result.returncode}")
+
+
+def _check_answered(result: subprocess.CompletedProcess[str]) -> None:
+    """A failed squeue/scontrol that is not slurm saying "no such job" could not ask the controller."""
+    if result.returncode == 0 or UNKNOWN_JOB.lower() in result.stderr.lower():
+        return
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    said = lines[-1] if lines else f"exit {result.returncode}"
+    raise Unreachable(f"`{' '.join(result.args[:2])}` could not ask the slurm controller: {said}")
 
 
 def _time(text: str) -> float | None:

@@ -8,7 +8,7 @@ long as the backend's ssh connection, so a request costs no new remote shell. Ac
     poll    each process alive (pid + start ticks from /proc), its uptime, its new log bytes
     stop    group SIGTERM, wait, SIGKILL, kill the session, verify: no process, port or session left
     tail    the last lines of a log (after it stopped growing)
-    run     one command to its end (vllmcheck.py: the node's vLLM parses a replica's argv)
+    run     one command to its end (fleet/argv_check.py: the node's vLLM parses a replica's argv)
 
 A pid is identified by its start time in clock ticks since boot (/proc/PID/stat field 22), so a
 recycled pid is never signalled. The module is imported by the tests and by `ssh.py` (to send its

@@ -1,10 +1,14 @@
 """`ops lora load/unload/list`: adapters in and out of running replicas, all or none.
 
 load:   checks (the fleet is up, the model takes runtime adapters, the name is free, the directory
-        is one vLLM would serve) -> POST /v1/load_lora_adapter to every replica of the model at once
-        -> each must answer 200 *and* list the adapter in /v1/models -> if one does not, every
-        replica that took it unloads it again, and the error says which replica refused and why
-        -> lora.json and the endpoints file (the adapter's key lists the model's replicas).
+        is one vLLM would serve) -> what each replica serves under the name (/v1/models): one that
+        serves it from the same directory is adopted, one that serves it from another is refused
+        -> POST /v1/load_lora_adapter to every other replica of the model at once (loading.py), all
+        within the time limit -> each must answer 200 *and* list the adapter in /v1/models -> if one
+        does not, or does not answer in time, or a signal arrives, every replica that took it (or
+        may have) unloads it again, and the error says which replica refused and why and what is
+        served after the rollback -> lora.json and the endpoints file (the adapter's key lists the
+        model's replicas).
 unload: POST /v1/unload_lora_adapter to every replica of the model (404: it was not there) ->
         /v1/models must no longer list it -> the key leaves the endpoints file and lora.json.
 """
@@ -24,11 +28,12 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.config.lora_checks import name_problem, names_in_use
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.core.paths import endpoints_path
-from orchestra_ops.errors import ConfigError, LaunchError, StateError
+from orchestra_ops.errors import ConfigError, Interrupted, LaunchError, StateError
 from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints
-from orchestra_ops.fleet.lora_records import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.lora.calls import ReplicaOutcome, each, model_cards, unload_one
+from orchestra_ops.fleet.lora.loaded import LoadedAdapter, ReplicaRef, locked, read_records, write_records
+from orchestra_ops.fleet.lora.loading import SURVEY_TIMEOUT_S, load_or_roll_back, refusal, same_dir, survey
 from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name
-from orchestra_ops.lora.calls import ReplicaOutcome, each, load_one, model_cards, unload_one
 
 LOAD_TIMEOUT_S = 300.0  # a real replica reads the weights from disk before it answers
 
@@ -103,7 +108,10 @@ def _pick_model(fleet: _Fleet, wanted: str | None) -> str:
 
 def load_adapter(name: str, path: str, *, model: str | None = None, topology: str | None = None,
                  timeout_s: float = LOAD_TIMEOUT_S) -> LoraReport:
-    """Load adapter `name` from `path` into every replica of a running model, or into none (see the module doc)."""
+    """Load adapter `name` from `path` into every replica of a running model, or into none (see the module
+    doc); everything (the lock, the survey, the loads) within `timeout_s`. A replica that already serves
+    `name` from `path` is adopted as it is; one that serves it from another directory is refused."""
+    deadline = time.monotonic() + timeout_s
     fleet = _open(topology)
     key = _pick_model(fleet, model)
     spec = fleet.topology.models[key]
@@ -113,22 +121,29 @@ def load_adapter(name: str, path: str, *, model: str | None = None, topology: st
         raise ConfigError(f"adapter name: {problem}")
     absolute = str(Path(path).expanduser().absolute())
     rank = _check_directory(fleet, key, absolute)
-    with locked(fleet.state.name):
+    with locked(fleet.state.name, _left(deadline)):
         records = read_records(fleet.state)
-        if name in records:
+        if name in records and not same_dir(records[name].path, absolute):
             raise ConfigError(f"'{name}' is already loaded into {records[name].model} from {records[name].path}; "
                               f"`ops lora unload {name}` first")
         replicas = fleet.replicas(key)
-        outcomes = asyncio.run(each(replicas, timeout_s, lambda c, r: load_one(c, r, name, absolute)))
+        adopted = _adoptable(replicas, name, absolute, key, min(_left(deadline), SURVEY_TIMEOUT_S))
+        todo = [r for r in replicas if r.name not in adopted]
+        attempt = load_or_roll_back(todo, name, absolute, _left(deadline))
+        loaded = dict(zip((r.name for r in todo), attempt.outcomes, strict=False))
+        outcomes = [loaded.get(r.name) or adopted.get(r.name) or _unasked(r) for r in replicas]
         report = LoraReport("load", name, key, spec.served_name, absolute, rank, outcomes, str(fleet.endpoints_file))
-        if not all(o.ok for o in outcomes):
-            took = [r for r, o in zip(replicas, outcomes, strict=True) if o.status == 200]
-            undo = asyncio.run(each(took, 60.0, lambda c, r: unload_one(c, r, name)))
-            stuck = [r for r, o in zip(took, undo, strict=True) if not o.ok]
-            if stuck:
-                records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(fleet.state, stuck), partial=True)
+        if not attempt.ok:
+            left = [r for r in replicas if r.name in adopted] + attempt.stuck()
+            if left:  # what may still serve it, so `ops lora unload` finds it
+                records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(fleet.state, left), partial=True)
                 write_records(fleet.state.name, records)
-            raise LaunchError(_refusal(name, key, outcomes, took, undo))
+            elif records.pop(name, None) is not None:
+                write_records(fleet.state.name, records)
+            message = refusal(name, key, attempt, list(adopted))
+            if attempt.signal:
+                raise Interrupted(message)
+            raise LaunchError(message)
         records[name] = LoadedAdapter(name, key, absolute, time.time(), _refs(fleet.state, replicas))
         endpoints = read_endpoints(fleet.endpoints_file)
         endpoints[name] = [{"ip_addr": r.host, "port": r.port} for r in replicas if r.host is not None]
@@ -137,15 +152,45 @@ def load_adapter(name: str, path: str, *, model: str | None = None, topology: st
     return report
 
 
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.001)
+
+
+def _adoptable(replicas: list[ProcessRecord], name: str, path: str, key: str,
+               timeout_s: float) -> dict[str, ReplicaOutcome]:
+    """replica name -> an ok outcome for each replica that serves `name` from `path` already; a replica that
+    serves it from elsewhere, or cannot say, stops the load before anything is loaded."""
+    adopted: dict[str, ReplicaOutcome] = {}
+    for served in survey(replicas, name, timeout_s):
+        record = served.replica
+        if served.error:
+            raise LaunchError(f"cannot load '{name}' into {key}: {record.name} ({record.host}:{record.port}): "
+                              f"{served.error}; nothing was loaded")
+        if served.root is None:
+            continue
+        if not same_dir(served.root, path):
+            raise ConfigError(f"'{name}' is already served by {record.name} from {served.root}, not {path}; "
+                              f"`ops lora unload {name} --model {key}` first")
+        adopted[record.name] = ReplicaOutcome(record.name, f"{record.host}:{record.port}", True, None,
+                                              f"already serves '{name}' from {path}: adopted")
+    return adopted
+
+
+def _unasked(record: ProcessRecord) -> ReplicaOutcome:
+    return ReplicaOutcome(record.name, f"{record.host}:{record.port}", False, None, "not asked (interrupted)")
+
+
 def unload_adapter(name: str, *, model: str | None = None, topology: str | None = None,
                    timeout_s: float = 60.0) -> LoraReport:
-    """Unload adapter `name` from every replica of its model; it leaves the endpoints file either way."""
+    """Unload adapter `name` from every replica of its model; it leaves the endpoints file either way.
+    Everything (the lock, the unloads) within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
     fleet = _open(topology)
     owner = fleet.static_owner(name)
     if owner is not None:
         raise ConfigError(f"'{name}' is declared in models.{owner}.lora_modules of {fleet.state.topology_file}; "
                           "remove it there and `ops up --replace` (a restart would load it again)")
-    with locked(fleet.state.name):
+    with locked(fleet.state.name, _left(deadline)):
         records = read_records(fleet.state)
         entry = records.get(name)
         if entry is None and not model:
@@ -154,7 +199,7 @@ def unload_adapter(name: str, *, model: str | None = None, topology: str | None 
                               f"(loaded: {loaded}); give --model MODEL to unload it from every replica anyway")
         key = entry.model if entry is not None else _pick_model(fleet, model)
         replicas = fleet.replicas(key)
-        outcomes = asyncio.run(each(replicas, timeout_s, lambda c, r: unload_one(c, r, name)))
+        outcomes = asyncio.run(each(replicas, _left(deadline), lambda c, r: unload_one(c, r, name)))
         endpoints = read_endpoints(fleet.endpoints_file)
         if endpoints.pop(name, None) is not None:
             write_endpoints(fleet.endpoints_file, endpoints)
@@ -193,21 +238,6 @@ def _check_directory(fleet: _Fleet, key: str, path: str) -> int | None:
 
 def _refs(state: FleetState, replicas: list[ProcessRecord]) -> list[ReplicaRef]:
     return [ReplicaRef.of(state, r) for r in replicas]
-
-
-def _refusal(name: str, key: str, outcomes: list[ReplicaOutcome], took: list[ProcessRecord],
-             undo: list[ReplicaOutcome]) -> str:
-    refused = [o for o in outcomes if not o.ok]
-    lines = [f"cannot load adapter '{name}' into {key}: {len(refused)} of {len(outcomes)} replica(s) refused"]
-    lines += [f"  {o.replica} ({o.address}): {o.message}" for o in refused]
-    if not took:
-        lines.append(f"no replica took it; '{name}' is served nowhere")
-    elif all(o.ok for o in undo):
-        lines.append(f"rolled back: unloaded again from {', '.join(r.name for r in took)}; '{name}' is served nowhere")
-    else:
-        lines += [f"  could not unload it again from {o.replica}: {o.message}" for o in undo if not o.ok]
-        lines.append(f"`ops lora unload {name}` removes it once those replicas answer")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from orchestra_ops.client.chat import error_message
+from orchestra_ops.core.error_body import error_message
 from orchestra_ops.fleet.state import ProcessRecord
 
 

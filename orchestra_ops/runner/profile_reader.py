@@ -6,10 +6,13 @@ that are not events are skipped and counted, never fatal: the analysis of a week
 not die on one bad byte. Other types are counted and left alone.
 
 model_call: task, role, model, replica, start (epoch s), latency (s), prompt_tokens,
-            completion_tokens, attempts, status ("ok" or an error kind), error.
+            completion_tokens, attempts, status ("ok" or an error kind), error, cache ("hit"),
+            cost (USD, priced targets only).
 tool_call:  task, round, tool, alias, target, model, replica, start, latency (s, end to end),
             expert_latency (the expert model's call alone), `<part>_latency` for each other timed
             part (search: retrieval; enhance_reasoning: exec; answer: judge), status, error.
+replica_counters, session_move: a replica's prefix-cache counters at the start and end of a run,
+            a session that moved to another replica (runner/replica_counters.py); kept as read.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class ModelCall(_Timed):
     error: str | None = None
     task: str | None = None
     cached: bool = False  # answered from the response cache: no model was called
+    cost: float | None = None  # USD, for a priced target (client/pricing.py); None: not priced
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class ToolCall(_Timed):
 class Profile:
     model_calls: list[ModelCall] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
+    counters: list[dict[str, Any]] = field(default_factory=list)  # replica_counters events, in file order
+    moves: list[dict[str, Any]] = field(default_factory=list)  # session_move events
     skipped: int = 0  # lines that were not readable events
     unknown_types: dict[str, int] = field(default_factory=dict)
 
@@ -122,6 +128,11 @@ def _add(profile: Profile, data: Any) -> None:
         profile.model_calls.append(_model_call(data))
     elif kind == "tool_call":
         profile.tool_calls.append(_tool_call(data))
+    elif kind == "replica_counters":
+        profile.counters.append({**data, "phase": str(data["phase"]), "model": str(data["model"]),
+                                 "replica": str(data["replica"]), "time": float(data["time"])})
+    elif kind == "session_move":
+        profile.moves.append({**data, "model": str(data["model"]), "reason": str(data.get("reason") or "?")})
     else:
         profile.unknown_types[str(kind)] = profile.unknown_types.get(str(kind), 0) + 1
 
@@ -137,7 +148,8 @@ def _model_call(data: dict[str, Any]) -> ModelCall:
                      prompt_tokens=_int(data.get("prompt_tokens")),
                      completion_tokens=_int(data.get("completion_tokens")),
                      attempts=int(data.get("attempts") or 1), status=str(data.get("status") or "ok"),
-                     error=data.get("error"), task=_task(data), cached=data.get("cache") == "hit")
+                     error=data.get("error"), task=_task(data), cached=data.get("cache") == "hit",
+                     cost=None if data.get("cost") is None else float(data["cost"]))
 
 
 def _tool_call(data: dict[str, Any]) -> ToolCall:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.paths import topology_dir
-from orchestra_ops.errors import StateError
+from orchestra_ops.errors import LaunchError, StateError
 from orchestra_ops.fleet.state import FleetState, ProcessRecord
 
 T = TypeVar("T")
@@ -74,12 +75,22 @@ def records_path(topology_name: str) -> Path:
 
 
 @contextlib.contextmanager
-def locked(topology_name: str) -> Iterator[None]:
-    """One `ops lora` command at a time on a topology (an exclusive lock on `.ops/<name>/lora.lock`)."""
+def locked(topology_name: str, timeout_s: float | None = None) -> Iterator[None]:
+    """One `ops lora` command at a time on a topology (an exclusive lock on `.ops/<name>/lora.lock`);
+    LaunchError when another holds it past `timeout_s` (None: wait as long as it takes)."""
     path = topology_dir(topology_name) / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (fcntl.LOCK_NB if deadline is not None else 0))
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise LaunchError(f"{path}: another `ops lora` command (or `ops up` reloading adapters) holds "
+                                      f"it; waited {timeout_s:g} s") from None
+                time.sleep(0.05)
         try:
             yield
         finally:
@@ -131,5 +142,13 @@ def runtime_adapters(topology_name: str) -> dict[str, str]:
     """adapter name -> model key for routing (the endpoints file says where each one is served)."""
     try:
         return {name: entry.model for name, entry in _read_raw(topology_name).items()}
+    except StateError:
+        return {}
+
+
+def runtime_adapter_paths(topology_name: str) -> dict[str, str]:
+    """adapter name -> the directory `ops lora load` loaded it from (what the response cache keys on)."""
+    try:
+        return {name: entry.path for name, entry in _read_raw(topology_name).items()}
     except StateError:
         return {}
