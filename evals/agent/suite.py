@@ -125,6 +125,10 @@ class AgentSuite(BaseSuite):
         self.images_excluded = 0
         for index, sample in enumerate(samples):
             for key in ("question", "answer"):
+                if key not in sample:
+                    raise ConfigError(f"{path}: id {sample['id']!r} has no \"{key}\" (its fields: "
+                                      f"{', '.join(map(str, sample))}); the {self.name} suite reads JSONL lines like "
+                                      f"{self.dataset_example}")
                 if not isinstance(sample.get(key), (str, int, float)) or str(sample.get(key)).strip() == "":
                     raise ConfigError(f"{path}: id {sample['id']!r}: \"{key}\" must be a non-empty string")
             if sample.get("image") and not self.include_images:

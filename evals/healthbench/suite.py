@@ -39,6 +39,7 @@ from typing import Any
 
 from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.healthbench.dataset import (
+    EXAMPLE_LINE,
     check_responses,
     load_examples,
     load_responses,
@@ -76,6 +77,7 @@ class HealthBenchSuite(BaseSuite):
     """Grade responses against HealthBench rubrics: one judge call per rubric item, scores as the reference."""
 
     name = "healthbench"
+    dataset_example = EXAMPLE_LINE
     default_dataset = packaged("healthbench/data/healthbench_synthetic.jsonl")
     calls_per_task = 8  # one candidate call and up to 3 judge attempts in a row, plus waiting for the judge's cap
     template_files: Mapping[str, str] = MappingProxyType(
