@@ -13,6 +13,7 @@ from tests.helpers import REPO
 README = REPO / "README.md"
 NOT_RUN = re.compile(r"<!-- not run by the README test: (.+?) -->")
 FENCE = re.compile(r"^```(\w*)\s*$")
+EXITS = re.compile(r"#\s*exits (\d+)\b")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -40,6 +41,22 @@ class Block:
             if command:
                 out.append(command)
         return out
+
+    def exit_codes(self) -> dict[str, int]:
+        """The commands a comment says exit non-zero as written: `# exits 6 …` on the line above or after it."""
+        found: dict[str, int] = {}
+        pending: int | None = None
+        for raw in self.text.splitlines():
+            command = strip_comment(raw).strip()
+            match = EXITS.search(raw[len(strip_comment(raw)):])
+            if not command:
+                pending = int(match.group(1)) if match else pending
+                continue
+            code = int(match.group(1)) if match else pending
+            if code is not None:
+                found[command] = code
+            pending = None
+        return found
 
 
 def strip_comment(line: str) -> str:

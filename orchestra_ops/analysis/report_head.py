@@ -7,6 +7,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from orchestra_ops.client.pricing import format_usd
 from orchestra_ops.core.headline import cost_of, format_difference, format_score, stored_headline
 from orchestra_ops.runner.progress import format_wall
 
@@ -49,7 +50,7 @@ def _facts(stats: Mapping[str, Any], scores: Mapping[str, Any] | None) -> list[l
     ]
     cost = cost_of(scores)
     if cost is not None:
-        rows.append(["cost", f"${cost:,.2f}"])
+        rows.append(["cost", format_usd(cost)])
     return rows
 
 

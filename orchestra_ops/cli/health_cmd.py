@@ -26,7 +26,7 @@ def _table(report: HealthReport) -> Table:
     return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
                       ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv",
                        "prefix hit", "adapters", "detail"], rows,
-                     optional=("kv", "waiting", "running", "pid", "latency", "prefix hit"))
+                     optional=("kv", "waiting", "running", "pid", "prefix hit", "latency"))
 
 
 def _node_table(report: HealthReport) -> Table | None:

@@ -55,6 +55,9 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
     \b
       ops posttrain --topology topologies/local.yaml --up --model answer --adapter ft=./output \\
           --datasets gsm8k,mmlu --max-drop 1.0
+
+    On the bundled sets (40 samples each) this exits 6 (inconclusive): the interval is too wide to decide, and
+    the message says about how many paired samples would. Exit 0 pass, 1 block, 6 inconclusive.
     """
     from orchestra_ops.api.training import PosttrainOptions, run_posttrain
     from orchestra_ops.cli.eval_cmd import cache_path

@@ -110,7 +110,7 @@ def make_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequenc
     fitted = fit_table(columns, rows, width, optional, whole)
     caption = None
     if fitted.hidden:
-        caption = f"(to fit {width} columns: {', '.join(fitted.hidden)} hidden; --wide shows them)"
+        caption = f"(hidden: {', '.join(fitted.hidden)}; --wide shows them)"
     shown_title = None if title is None else _relative_paths(title)
     table = Table(title=None if shown_title is None else Text(shown_title, style="italic"), caption=caption,
                   show_lines=False, header_style="bold", title_justify="left", caption_justify="left",

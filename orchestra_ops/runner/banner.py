@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.client.pricing import format_usd
 from orchestra_ops.client.routing import Routing, Target
 from orchestra_ops.core.headline import cost_of, stored_headline
 from orchestra_ops.runner.progress import format_wall
@@ -93,6 +94,6 @@ def result_line(suite: str, scores: Mapping[str, Any] | None, *, ok: int, failed
              format_wall(wall_s), f"{calls:,} calls", f"{tokens:,} tokens"]
     cost = cost_of(scores)
     if cost is not None:
-        parts.append(f"${cost:,.2f}")
+        parts.append(format_usd(cost))
     parts.append(str(run_dir))
     return " · ".join(parts)

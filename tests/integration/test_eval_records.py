@@ -56,7 +56,9 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     row = {"calls": 60, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": None,
            "cache_hits": 0, "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
     assert prompt > 0 and completion > 0 and usage == {"by_role": {"m": row}, "total": row}
-    assert f"  m  60 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost not priced" in out.stdout
+    log = (run_dir / "eval.log").read_text()  # the usage table is a detail: eval.log (the console with -v)
+    assert f"  m  60 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost not priced" in log
+    assert f" · 60 calls · {prompt + completion:,} tokens · " in out.stdout.splitlines()[-1]  # the result line
 
     info = json.loads((run_dir / "run.json").read_text())
     assert (info["suite"], info["model"], info["models"], info["templates"], info["suite_options"]) == (

@@ -45,11 +45,12 @@ class Checkout:
         self.env = {**os.environ, "OPS_HOME": str(home), "COLUMNS": "100",
                     "PATH": f"{OPS_BIN.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
-    def run(self, command: str) -> subprocess.CompletedProcess[str]:
+    def run(self, command: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+        """Run `command` as written; it exits `expect` (what the text around it says it exits)."""
         result = subprocess.run(["bash", "-c", command], cwd=self.root, env=self.env, capture_output=True, text=True,
                                 timeout=900, check=False)
-        assert result.returncode == 0, f"`{command}` exited {result.returncode}:\n{result.stdout[-3000:]}\n" \
-                                       f"{result.stderr[-3000:]}"
+        assert result.returncode == expect, f"`{command}` exited {result.returncode}:\n{result.stdout[-3000:]}\n" \
+                                            f"{result.stderr[-3000:]}"
         return result
 
 
@@ -73,11 +74,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
 def test_the_readme_runs_as_written(home: tuple[Path, dict[int, int]]) -> None:
     root, ports = home
     checkout = Checkout(root / "readme", root / "ops-home", ports)
-    commands = [c for b in blocks() if b.language == "sh" and not b.not_run for c in b.commands()
-                if not c.startswith(("make ", "pip ", "python3 -m venv"))]
+    runnable = [b for b in blocks() if b.language == "sh" and not b.not_run]
+    commands = [c for b in runnable for c in b.commands() if not c.startswith(("make ", "pip ", "python3 -m venv"))]
+    codes = {command: code for b in runnable for command, code in b.exit_codes().items()}
     assert commands[0] == "ops up topologies/local.yaml" and commands[-1] == "ops down"
     assert "ops eval chat --model answer --dataset questions.jsonl" in commands
-    out = {command: checkout.run(command) for command in commands}
+    assert list(codes.values()) == [6]  # posttrain on the bundled sets: inconclusive, as the README says
+    out = {command: checkout.run(command, codes.get(command, 0)) for command in commands}
 
     chat = out["ops eval chat --model answer --dataset questions.jsonl"].stdout.splitlines()
     assert chat[:3] == ["ops eval chat on local: 3 samples, 3 to run (new run)", "models called: answer [2 replicas]",
@@ -91,7 +94,10 @@ def test_the_readme_runs_as_written(home: tuple[Path, dict[int, int]]) -> None:
     assert "answer − " not in gsm8k  # one model: no difference, never a pooled number
     paired = out["ops eval gsm8k --model answer --model ft --limit 20 --run-dir runs/gsm8k-ft"].stdout.splitlines()[-1]
     assert paired.startswith("gsm8k: accuracy: answer ") and "; ft − answer " in paired, paired
-    assert (root / "readme" / "runs" / "posttrain-ft-local" / "posttrain.json").is_file()
+    posttrain = json.loads((root / "readme" / "runs" / "posttrain-ft-local" / "posttrain.json").read_text())
+    assert posttrain["verdict"] == "inconclusive" and set(posttrain["datasets"]) == {"gsm8k", "mmlu"}
+    [gate] = [command for command, code in codes.items() if code == 6]
+    assert "paired samples would decide it" in out[gate].stderr
     assert json.loads((root / "ops-home" / "local" / "state.json").read_text())["status"] == "down"
 
 
@@ -102,8 +108,13 @@ def test_every_help_example_runs_as_written(home: tuple[Path, dict[int, int]]) -
     assert main[-1] == "ops down"
     lora, posttrain = examples(checkout, ["lora"]), examples(checkout, ["posttrain"])
     assert lora[0] == "ops lora load ft ./output --model answer" and posttrain[0].startswith("ops posttrain ")
-    for command in [*main[:-1], *lora, *posttrain, main[-1]]:  # the fleet the first ones bring up, down last
+    said = " ".join(checkout.run("ops posttrain --help").stdout.split())
+    assert "On the bundled sets (40 samples each) this exits 6 (inconclusive)" in said
+    for command in [*main[:-1], *lora]:  # the fleet the first ones bring up
         checkout.run(command)
+    for gate in posttrain:
+        checkout.run(gate, 6)  # as its help says
+    checkout.run(main[-1])  # down last
     assert json.loads((root / "ops-home" / "local" / "state.json").read_text())["status"] == "down"
 
 

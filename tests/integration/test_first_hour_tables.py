@@ -59,11 +59,11 @@ def test_fleet_tables_fit(lab: Lab, width: int) -> None:
 
 def test_at_80_columns_the_hidden_columns_are_named_and_wide_shows_them(lab: Lab) -> None:
     narrow = lines_of(lab, 80, "health")
-    assert narrow[-1].startswith("(to fit 80 columns: kv, waiting, running, pid hidden")
+    assert narrow[-1].startswith("(hidden: kv, waiting, running, pid, prefix hit") and len(narrow[-1]) <= 80
     wide = lines_of(lab, 80, "health", "--wide")
     header = next(line for line in wide if "process" in line)
-    assert all(name in header for name in ("pid", "running", "waiting", "kv"))
-    assert not any(line.startswith("(to fit") for line in wide) and max(len(line) for line in wide) > 80
+    assert all(name in header for name in ("pid", "running", "waiting", "kv", "prefix"))
+    assert not any(line.startswith("(hidden") for line in wide) and max(len(line) for line in wide) > 80
 
 
 @pytest.mark.parametrize("width", [80, 100])

@@ -50,7 +50,7 @@ def test_no_line_is_wider_and_no_token_is_split(width: int, monkeypatch: pytest.
     assert max(len(line) for line in lines) <= width
     for token in ("orchestrator/0", "127.0.0.1:18100", "sim/orchestrator-8b", "retrieval", "700 ms"):
         assert any(token in line for line in lines), token
-    assert lines[-1].startswith("(to fit")  # what is hidden is said
+    assert lines[-1].startswith("(hidden: ")  # what is hidden is said
 
 
 def test_long_paths_keep_their_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
