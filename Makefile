@@ -14,6 +14,9 @@ TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
 TINY_PREFILL_STAMP := $(TINY)/prefill/.done
 PYTEST_ARGS ?=
+# xdist workers of `make test`: most tests wait on subprocesses and sockets, so more workers than the
+# 2 cores pay off; groups that must not overlap (real vLLM, the dev cluster) are in tests/conftest.py
+PYTEST_WORKERS ?= 4
 
 .PHONY: setup setup-demo setup-vllm tiny-model test lint bench demo demo-vllm clean
 
@@ -47,7 +50,7 @@ $(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAM
 	touch $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 test: setup tiny-model
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

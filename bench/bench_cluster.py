@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from tests.devcluster import PARTITION, DevCluster, server_port_block
-from tests.helpers import run_ops
+from tests.devcluster import PARTITION, DevCluster
+from tests.helpers import free_port_block, run_ops
 
 REPLICAS = 8
 STARTUP_DELAY_S = 3.0
@@ -50,7 +50,7 @@ def _topology(directory: Path, name: str, node: dict[str, Any], gpus_per_replica
     body = {"name": name, "defaults": {"ulimit_nofile": 4096, "ready_timeout_s": 300, "ops_command": OPS_COMMAND},
             "nodes": {"n": node},
             "models": {"m": {"model": "sim/bench", "engine": "sim", "node": "n", "replicas": replicas,
-                             "gpus_per_replica": gpus_per_replica, "port": server_port_block(replicas),
+                             "gpus_per_replica": gpus_per_replica, "port": free_port_block(replicas),
                              "sim": {"latency_ms": 1, "startup_delay_s": STARTUP_DELAY_S}}}}
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(body))

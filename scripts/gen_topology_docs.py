@@ -23,6 +23,7 @@ from orchestra_ops.config.nodes import Node, SlurmSettings, SshSettings
 from orchestra_ops.config.topology import (
     Defaults,
     EvalSettings,
+    GatewaySettings,
     ModelRouting,
     ModelSpec,
     Pricing,
@@ -49,6 +50,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("services", RetrievalService, "services.*"),
     ("providers", Provider, "providers.*"),
     ("eval", EvalSettings, "eval"),
+    ("gateway", GatewaySettings, "gateway"),
 ]
 
 # an example for the keys no bundled topology uses (the bundled files give the others)
@@ -96,6 +98,12 @@ EXAMPLES: dict[str, Any] = {
     "providers.*.request_defaults": {"reasoning_effort": "low"},
     "providers.*.request_timeout_s": 900,
     "eval.slurm": {"partition": "cpu", "time": "48:00:00"},
+    "gateway": {"port": 8000, "bind": "127.0.0.1"},
+    "gateway.port": 8000,
+    "gateway.bind": "0.0.0.0",
+    "gateway.node": "head",
+    "gateway.api_key_env": "OPS_GATEWAY_TOKEN",
+    "gateway.cache": True,
 }
 
 HEADER = """# Topology reference

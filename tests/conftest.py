@@ -15,13 +15,13 @@ from tests.helpers import kill_tree
 from tests.realvllm import VllmServer, vllm_missing
 from tests.simserver import SimServer
 from tests.terminal import Terminal
+from tests.xdist_groups import pytest_collection_modifyitems  # noqa: F401 (the hook: which tests share a worker)
 
 # A suite started in the background by a non-interactive shell (`bash .ci/run &`) has SIGINT ignored,
 # and an ignored signal is inherited by every process a test starts: `ops health --watch` or `ops logs -f`
 # would never see the Ctrl-C the test sends. A handler (unlike an ignore) is reset to the default at exec.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
 
 @pytest.fixture
 def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimServer]]:

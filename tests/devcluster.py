@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -30,39 +29,14 @@ from pathlib import Path
 
 import psutil
 
+from tests.ports import free_port, free_port_block
+
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd",
            "sshd": "/usr/sbin/sshd"}
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "munge", "ssh-keygen", "tmux")
 PARTITION = "dev"
 GPUS = 4
 START_TIMEOUT_S = 90.0
-
-
-def server_port_block(count: int, hosts: Sequence[str] = ("127.0.0.1", "127.0.0.2")) -> int:
-    """The first of `count` consecutive ports free on `hosts`, below the ephemeral range.
-
-    A server started seconds after its port was chosen (an sbatch job, a window over ssh) would
-    otherwise race every outgoing connection of the machine, whose source ports come from that range.
-    """
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    rng = random.Random()
-    for _ in range(500):
-        first = rng.randrange(10000, max(10001, low - count))
-        if all(_bindable(host, first + offset) for host in hosts for offset in range(count)):
-            return first
-    raise RuntimeError(f"no block of {count} free ports below {low}")
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def node_identity() -> tuple[str, str]:
@@ -83,9 +57,9 @@ class DevCluster:
                  slurm_ports: tuple[int, int] | None = None, path_prefix: str | None = None) -> None:
         self.root = root.resolve()
         self.ssh_address = ssh_address
-        self.ssh_port = ssh_port or server_port_block(1, (ssh_address,))
+        self.ssh_port = ssh_port or free_port()
         if slurm_ports is None:
-            first = server_port_block(2, ("0.0.0.0",))
+            first = free_port_block(2)
             slurm_ports = (first, first + 1)
         self.slurmctld_port, self.slurmd_port = slurm_ports
         self.node, self.node_address = node_identity()

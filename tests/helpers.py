@@ -1,4 +1,5 @@
-"""Helpers every test tier shares: free ports, running `ops` as a real subprocess, stopping by pid."""
+"""Helpers every test tier shares: free ports (from tests/ports.py, the one source of them), running `ops`
+as a real subprocess, stopping by pid."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from orchestra_ops.core import procs
+from tests.ports import free_port as free_port  # re-exported: every test and fixture takes ports here
+from tests.ports import free_port_block as free_port_block
 
 REPO = Path(__file__).resolve().parent.parent
 OPS = [sys.executable, "-m", "orchestra_ops"]
@@ -37,33 +40,6 @@ STUBBORN = textwrap.dedent("""
     print(child.pid, flush=True)
     time.sleep(600)
 """)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def free_port_block(count: int) -> int:
-    """The first of `count` consecutive free ports (for replicas at port, port+1, …)."""
-    for _ in range(200):
-        first = free_port()
-        if first + count > 65535:
-            continue
-        if all(_port_free(first + offset) for offset in range(count)):
-            return first
-    raise RuntimeError(f"no block of {count} free ports found")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
@@ -88,6 +64,18 @@ def still_ours(record: Mapping[str, Any]) -> bool:
     """Is the pid of a state.json process record still the process that was started (same start time)?"""
     pid, created = record.get("pid"), record.get("create_time")
     return pid is not None and created is not None and procs.is_alive(pid, created)
+
+
+@contextlib.contextmanager
+def frozen(pid: int) -> Iterator[None]:
+    """A process we started stopped (SIGSTOP) for the block, then continued: whatever waits on it (a run on a
+    frozen sim, a supervisor in its backoff) stays where it is however slowly a loaded machine starts the
+    commands the block runs."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def kill_tree(pid: int, timeout: float = 5.0) -> None:

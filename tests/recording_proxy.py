@@ -61,7 +61,11 @@ class RecordingProxy:
                                 content_type=resp.content_type or "application/json")
 
     async def _main(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
+        # a new upstream connection per request: a pooled one the upstream closes when idle (uvicorn after 5 s)
+        # would fail the request that reuses it at that moment (ServerDisconnectedError), and the retry would be
+        # recorded twice
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600),
+                                              connector=aiohttp.TCPConnector(force_close=True))
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         runner = web.AppRunner(app, access_log=None)

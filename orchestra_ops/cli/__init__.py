@@ -50,9 +50,9 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
     "Fleet": ("plan", "up", "health", "status", "logs", "restart", "down"),
     "Evaluate": ("eval", "posttrain", "lora"),
     "Runs and results": ("runs", "eval-status", "attach", "stop", "analyze", "compare", "export"),
-    "Advanced": ("bench", "index"),
+    "Advanced": ("serve", "bench", "index"),
 }
-INTERNAL = frozenset({"serve", "_supervise"})  # what `ops up` and `ops eval --detach` start: runnable, not listed
+INTERNAL = frozenset({"_supervise"})  # what `ops eval --detach` starts: runnable, not listed
 
 
 class OpsGroup(click.Group):

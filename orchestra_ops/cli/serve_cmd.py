@@ -1,4 +1,4 @@
-"""`ops serve sim|retrieval`: the servers the plan starts. Heavy imports happen inside each one."""
+"""`ops serve sim|retrieval|gateway`: the servers the plan starts. Heavy imports happen inside each one."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import click
 SERVE_COMMANDS: dict[str, str] = {
     "sim": "serve_sim:sim",
     "retrieval": "serve_retrieval:retrieval",
+    "gateway": "serve_gateway:gateway",
 }
 
 
@@ -27,4 +28,7 @@ class LazyServeGroup(click.Group):
 
 @click.group(cls=LazyServeGroup)
 def serve() -> None:
-    """Run one server of the fleet in the foreground (what `ops up` starts for you)."""
+    """Run a server in the foreground: `gateway` (one OpenAI-compatible URL over the fleet), or what `ops up` starts.
+
+    `ops serve gateway` puts one URL in front of the fleet for harnesses that are not ours; `sim` and `retrieval`
+    are what `ops up` starts for you."""

@@ -232,6 +232,29 @@ class Provider(Strict):
         return value
 
 
+class GatewaySettings(Strict):
+    """`gateway:` one OpenAI URL over the fleet: `ops up` starts `ops serve gateway` on a node of this
+    machine once every model serves, and `ops down` stops it (orchestra_ops/gateway)."""
+
+    port: Port
+    """The port it listens on."""
+    bind: str = "127.0.0.1"
+    """The address it listens on; anything but loopback needs `api_key_env` when a provider's key would be sent."""
+    node: str | None = None
+    """A node on this machine (default: the first one the topology declares)."""
+    api_key_env: str | None = None
+    """The variable holding the token clients send as `Authorization: Bearer $VAR`."""
+    cache: bool = False
+    """Answer repeated temperature-0 requests from the response cache."""
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(f"'{value}' is not an environment variable name (the token itself never goes here)")
+        return value
+
+
 class EvalSettings(Strict):
     """`eval:` how `ops eval --detach slurm` runs the eval itself: an sbatch job of its own, CPU only."""
 
@@ -268,6 +291,17 @@ class Topology(Strict):
     """A tool alias (`search-1`, …) -> a role or model key (hle, frames, tau2's toolorchestra protocol)."""
     eval: EvalSettings | None = None
     """How `ops eval --detach slurm` runs the eval itself."""
+    gateway: GatewaySettings | None = None
+    """`ops serve gateway` started and stopped with the fleet: one OpenAI-compatible URL over it."""
+
+    @property
+    def gateway_node(self) -> str | None:
+        """The node the gateway runs on: `gateway.node`, else the first node on this machine (None: none)."""
+        if self.gateway is None:
+            return None
+        if self.gateway.node is not None:
+            return self.gateway.node
+        return next((name for name, node in self.nodes.items() if node.host in LOCAL_HOSTS), None)
 
     @field_validator("name")
     @classmethod

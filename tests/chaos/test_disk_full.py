@@ -22,6 +22,8 @@ from tests.helpers import kill_tree, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results, wait_lines
 from tests.simserver import SimServer
 
+pytestmark = pytest.mark.destructive  # mounts a tmpfs (tests/conftest.py: its own xdist group)
+
 IDS = [f"d{i}" for i in range(600)]
 
 

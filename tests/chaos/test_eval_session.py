@@ -32,10 +32,11 @@ from orchestra_ops.runner.lock import RunDirLock
 from orchestra_ops.runner.progress import Progress
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.tee import TeeLog
+from orchestra_ops.supervise.supervisor import STOP_FILE
 from tests.adapters import make_adapter
 from tests.chaos.chaos_fixtures import chat_eval, module_sim, start_ops
 from tests.chaos.supervise_fixtures import detached_fixture, run_info, supervisor_state, wait_until  # noqa: F401
-from tests.helpers import free_port, kill_tree, run_ops
+from tests.helpers import OPS, free_port, frozen, kill_tree, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results, wait_lines
 from tests.integration.test_posttrain import (
     CLOSE,
@@ -254,8 +255,15 @@ def test_the_supervised_child_of_detach_releases_the_lock_when_stopped_and_when_
     started = detached(args, run_dir)
     assert started.returncode == 0, started.stderr
     wait_until(lambda: (run_dir / "results.jsonl").exists() and len(results(run_dir)) >= 10, "10 results")
-    stopped = run_ops(["stop", str(run_dir)])
-    assert stopped.returncode == 0, stopped.stderr
+    stopping = subprocess.Popen([*OPS, "stop", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        with frozen(sim.pid):  # the run stays mid-way however long a loaded machine takes to start `ops stop`
+            wait_until(lambda: (run_dir / STOP_FILE).exists(), "ops stop asked the run to stop")
+        _out, err = stopping.communicate(timeout=300)
+    finally:
+        kill_tree(stopping.pid)
+    assert stopping.returncode == 0, err
     assert [(a["outcome"], a["exit"]) for a in run_info(run_dir)["attempts"]] == [("stopped", 130)]
     assert released(run_dir)  # the child's session released it on SIGTERM (Interrupted)
     assert "error: interrupted after " in (run_dir / "eval.log").read_text()

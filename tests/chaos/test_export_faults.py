@@ -76,7 +76,7 @@ def test_an_mlflow_server_that_refuses_is_exit_3_in_seconds(run_dir: Path) -> No
 
 def test_an_mlflow_server_that_never_answers_is_exit_3(run_dir: Path) -> None:
     with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
-        silent.bind(("127.0.0.1", 0))
+        silent.bind(("127.0.0.1", free_port()))
         silent.listen(8)
         uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
         result = run_ops(["export", str(run_dir), "--format", "mlflow", "--tracking-uri", uri], timeout=60)

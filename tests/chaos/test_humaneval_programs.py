@@ -12,6 +12,7 @@ import pytest
 from orchestra_ops.services.simllm import opencompass_more_rules as bm
 from orchestra_ops.services.simllm import opencompass_synthetic as syn
 
+from tests.helpers import free_port
 from tests.integration import test_opencompass_more_suites as suites
 from tests.integration.test_opencompass_more_suites import BASE, FT, MODELS, covering, eval_, pct, scores_of, summary
 
@@ -21,7 +22,7 @@ def test_humaneval_pass_at_1_in_the_sandbox(tmp_path: Path, fleet: Path) -> None
     names = covering([f"shift_{i}" for i in range(300)], "humaneval", set(range(10)), 14)
     marker = tmp_path / "escaped"
     with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
+        listener.bind(("127.0.0.1", free_port()))
         listener.listen(8)
         listener.settimeout(0.1)
         port = listener.getsockname()[1]

@@ -24,30 +24,38 @@ from orchestra_ops.services.simllm import agent_rules
 from tests.helpers import OPS, free_port, kill_tree, run_ops
 from tests.integration.agent_fixtures import BUNDLED, expected, read_jsonl, standard_fleet, text_samples
 from tests.integration.eval_fixtures import wait_lines
-from tests.integration.retrieval_fixtures import RetrievalServer, running, start_server, wait_healthy
+from tests.integration.retrieval_fixtures import (
+    RetrievalServer,
+    bundled_index,
+    running,
+    start_server,
+    wait_healthy,
+)
 from tests.simserver import SimServer
 
-pytestmark = pytest.mark.retrieval
+# the first test also waits for the module's stack: the bundled index (built once per session, maybe by
+# another worker), a retrieval server loading its encoder and three sims; on a busy 2-core box that alone
+# can pass the 300 s default (a hang guard, not a timing claim)
+pytestmark = [pytest.mark.retrieval, pytest.mark.timeout(900)]
 
 
 @dataclass
 class Stack:
     work: Path
+    index: Path  # the bundled corpus's, shared by the session
     sims: list[SimServer]
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("retrieval-down")
-    built = run_ops(["index", "build", str(BUNDLED / "agent_corpus.jsonl"), "--out", str(work / "index")],
-                    timeout=600)
-    assert built.returncode == 0, built.stderr
+    index = bundled_index(tmp_path_factory, BUNDLED / "agent_corpus.jsonl")
     sims = [SimServer(name, args=["--latency-ms", "3"], log_dir=work)
             for name in ("sim/orchestrator", "sim/experts", "sim/judge")]
     try:
         for sim in sims:
             sim.start()
-        yield Stack(work, sims)
+        yield Stack(work, index, sims)
     finally:
         for sim in sims:
             sim.stop()
@@ -65,7 +73,7 @@ def _setup(tmp_path: Path, stack: Stack, samples: list[dict[str, Any]]) -> tuple
 
 
 def _server(stack: Stack, port: int) -> RetrievalServer:
-    return start_server(stack.work / "index", stack.work / f"retrieval-{port}.log", port=port)
+    return start_server(stack.index, stack.work / f"retrieval-{port}.log", port=port)
 
 
 def _searches(sample: dict[str, Any]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.chaos.chaos_fixtures import answers, chat_eval, module_sim, start_ops
-from tests.helpers import kill_tree, run_ops
+from tests.helpers import frozen, kill_tree, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results, wait_lines
 from tests.simserver import SimServer
 
@@ -56,8 +56,9 @@ def test_two_runs_started_together_and_a_resume_during_the_run(tmp_path: Path, s
     first = start_ops(chat_eval(config, again, "--dataset", str(data), "--concurrency", "2"))
     try:
         wait_lines(again / "results.jsonl", 10, first)  # well inside the run (120 tasks, 2 at a time)
-        resumed = run_ops(chat_eval(config, again, "--resume"))
-        status = run_ops(["eval-status", str(again), "--json"])  # a reader: no lock, no wait
+        with frozen(sim.pid):  # and it stays inside, however long a loaded machine takes to start `ops`
+            resumed = run_ops(chat_eval(config, again, "--resume"))
+            status = run_ops(["eval-status", str(again), "--json"])  # a reader: no lock, no wait
         _, err = first.communicate(timeout=120)
     finally:
         kill_tree(first.pid)
@@ -100,10 +101,11 @@ def test_a_refused_run_writes_nothing_in_the_run_dir(tmp_path: Path, sim: SimSer
     proc = start_ops(chat_eval(config, run_dir, "--dataset", str(data), "--concurrency", "1"))
     try:
         wait_lines(run_dir / "results.jsonl", 3, proc)
-        log_before = (run_dir / "eval.log").read_text()
-        run_before = (run_dir / "run.json").read_text()
-        fresh = run_ops(chat_eval(config, run_dir, "--dataset", str(data)))
-        log_after = (run_dir / "eval.log").read_text()
+        with frozen(sim.pid):  # the holder is mid-run until the refused run is done, however slowly it starts
+            log_before = (run_dir / "eval.log").read_text()
+            run_before = (run_dir / "run.json").read_text()
+            fresh = run_ops(chat_eval(config, run_dir, "--dataset", str(data)))
+            log_after = (run_dir / "eval.log").read_text()
         assert (run_dir / "run.json").read_text() == run_before
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)

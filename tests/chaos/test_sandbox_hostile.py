@@ -37,6 +37,8 @@ from tests.helpers import OPS, REPO, free_port, run_ops
 from tests.integration.agent_fixtures import expected, questions, read_jsonl, standard_fleet, write_jsonl
 from tests.simserver import SimServer
 
+pytestmark = pytest.mark.destructive  # adds a user (tests/conftest.py: its own xdist group)
+
 ISOLATION = detect_isolation()
 needs_bwrap = pytest.mark.skipif(ISOLATION.bwrap is None, reason=f"no bubblewrap isolation here: {ISOLATION.reason}")
 

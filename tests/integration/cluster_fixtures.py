@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from orchestra_ops.core.procs import listeners
-from tests.devcluster import PARTITION, DevCluster, server_port_block
-from tests.helpers import kill_tree, run_ops, still_ours
+from tests.devcluster import PARTITION, DevCluster
+from tests.helpers import free_port_block, kill_tree, run_ops, still_ours
 
 OPS_COMMAND = [sys.executable, "-m", "orchestra_ops"]  # on the "remote" node too: it is this machine
 
@@ -74,7 +74,7 @@ class ClusterHarness:
     def sim(node: str, replicas: int = 2, gpus_per_replica: int = 0, **extra: Any) -> dict[str, Any]:
         sim = {"latency_ms": 1, **extra.pop("sim", {})}
         return {"model": f"sim/{node}-{uuid.uuid4().hex[:4]}", "engine": "sim", "node": node, "replicas": replicas,
-                "gpus_per_replica": gpus_per_replica, "port": server_port_block(replicas), "sim": sim, **extra}
+                "gpus_per_replica": gpus_per_replica, "port": free_port_block(replicas), "sim": sim, **extra}
 
     def topology(self, name: str, nodes: dict[str, Any], models: dict[str, Any], **defaults: Any) -> Path:
         body = {"name": name,

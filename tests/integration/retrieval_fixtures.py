@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.helpers import OPS, free_port, kill_tree, run_ops
 from tests.retrieval_data import write_corpus
@@ -41,6 +45,24 @@ def build_test_index(workdir: Path, count: int) -> tuple[Path, list[dict[str, An
     result = run_ops(["index", "build", str(corpus), "--out", str(index_dir), "--batch-size", "128"], timeout=300)
     assert result.returncode == 0, result.stderr
     return index_dir, docs
+
+
+def bundled_index(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    """The index of `corpus` (`ops index build`, the real encoder: ~20 s of CPU), built once per test session
+    and read by every module and xdist worker that asks: the first builds it under a lock, the others wait for
+    it. Nothing writes to an index once built."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's basetemp, above each worker's popen-gwN
+    index_dir, done = shared / f"index-{corpus.stem}", shared / f"index-{corpus.stem}.done"
+    with (shared / f"index-{corpus.stem}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(index_dir, ignore_errors=True)  # what a build that died left
+            result = run_ops(["index", "build", str(corpus), "--out", str(index_dir)], timeout=600)
+            assert result.returncode == 0, result.stderr
+            done.touch()
+    return index_dir
 
 
 def start_server(index_dir: Path, log: Path, extra: Sequence[str] = (), *, port: int | None = None) -> RetrievalServer:

@@ -27,11 +27,14 @@ from tests.integration.agent_fixtures import (
     text_samples,
 )
 from tests.integration.eval_fixtures import kill9_mid_run
-from tests.integration.retrieval_fixtures import running, start_server
+from tests.integration.retrieval_fixtures import bundled_index, running, start_server
 from tests.recording_proxy import RecordingProxy
 from tests.simserver import SimServer
 
-pytestmark = pytest.mark.retrieval
+# the first test also waits for the module's stack: the bundled index (built once per session, maybe by
+# another worker), a retrieval server loading its encoder and three sims; on a busy 2-core box that alone
+# can pass the 300 s default (a hang guard, not a timing claim)
+pytestmark = [pytest.mark.retrieval, pytest.mark.timeout(900)]
 
 HLE = BUNDLED / "hle_synthetic.jsonl"
 FRAMES = BUNDLED / "frames_synthetic.jsonl"
@@ -50,10 +53,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("agent")
-    built = run_ops(["index", "build", str(BUNDLED / "agent_corpus.jsonl"), "--out", str(work / "index")],
-                    timeout=600)
-    assert built.returncode == 0, built.stderr
-    server = start_server(work / "index", work / "retrieval.log")
+    server = start_server(bundled_index(tmp_path_factory, BUNDLED / "agent_corpus.jsonl"), work / "retrieval.log")
     sims = [SimServer(name, args=["--latency-ms", "3"], log_dir=work)
             for name in ("sim/orchestrator", "sim/experts", "sim/judge")]
     try:
@@ -144,7 +144,8 @@ def test_hle_scores_what_the_sim_predicts_and_every_search_carries_the_payload(t
     assert calls["orchestrator"] == sum(r["rounds"] for r in records.values())  # every call, every role
     assert (calls["search"], calls["reasoner"], calls["answer"], calls["judge"]) == (
         want["tools"]["search"], want["tools"]["enhance_reasoning"], want["tools"]["answer"], want["judge_calls"])
-    assert all(e["task"] in records for e in events)
+    assert {e["type"] for e in events} == {"model_call", "tool_call", "replica_counters"}
+    assert all(e["task"] in records for e in events if e["type"] != "replica_counters")  # counters: per replica
     tool_events = [e for e in events if e["type"] == "tool_call"]
     assert len(tool_events) == sum(len(r["calls"]) for r in records.values())
     for event in tool_events:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import OPS, REPO, kill_tree
+from tests.helpers import OPS, REPO, frozen, kill_tree
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
 
@@ -39,12 +39,14 @@ def test_a_restart_and_another_clients_traffic_are_named(tmp_path: Path, sim_ser
         while _lines(run_dir / "results.jsonl") < 40 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proc.poll() is None, "the run ended before the replicas could be disturbed"
-        for i in range(OTHER_CLIENT_REQUESTS):  # someone else's requests to the survivor
-            answer = httpx.post(f"{survivor.base_url}/v1/chat/completions", timeout=30,
-                                json={"model": "m", "messages": [{"role": "user", "content": f"not the run's {i}"}]})
-            assert answer.status_code == 200
-        victim.stop()  # by pid, mid-run; then a new process on the same port: its counters start again
-        restarted = sim_server("m", port=victim.port, args=["--latency-ms", "100"])
+        with frozen(proc.pid):  # the run stays mid-way however long a loaded machine takes to restart the replica
+            for i in range(OTHER_CLIENT_REQUESTS):  # someone else's requests to the survivor
+                question = [{"role": "user", "content": f"not the run's {i}"}]
+                answer = httpx.post(f"{survivor.base_url}/v1/chat/completions", timeout=30,
+                                    json={"model": "m", "messages": question})
+                assert answer.status_code == 200
+            victim.stop()  # by pid, mid-run; then a new process on the same port: its counters start again
+            restarted = sim_server("m", port=victim.port, args=["--latency-ms", "100"])
         assert proc.poll() is None, "the run ended before the replica came back"
         out, err = proc.communicate(timeout=300)
     finally:

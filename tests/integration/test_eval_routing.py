@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.fleet.state import FleetState, write_state
-from tests.helpers import run_ops
+from tests.helpers import free_port, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
 
@@ -22,7 +22,7 @@ class Listener:
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", free_port()))
         self.sock.listen(64)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from orchestra_ops.core.procs import listeners
-from tests.helpers import REPO
-from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness, server_port_block
+from tests.helpers import REPO, free_port_block
+from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness
 
 cluster = cluster_fixture(slurm=True, sshd=True)
 __all__ = ["cluster", "harness"]
@@ -106,7 +106,7 @@ def _bad_vllm(node: str, port: int) -> dict:
 def test_vllm_on_an_ssh_node_refuses_a_bad_flag_before_anything_starts(harness: ClusterHarness) -> None:
     h = harness
     nodes = {"far": {**h.ssh_node(), "gpus": 0}, "cpu": h.local_node()}
-    topo = h.topology("badflag", nodes, {"v": _bad_vllm("far", server_port_block(1)), "c": h.sim("cpu")})
+    topo = h.topology("badflag", nodes, {"v": _bad_vllm("far", free_port_block(1)), "c": h.sim("cpu")})
     result = h.ops("up", str(topo))
     assert result.returncode == 2, result.stderr
     line = topo.read_text().splitlines().index("    - --dtype") + 1  # the engine_args entry vLLM names
@@ -119,7 +119,7 @@ def test_vllm_on_an_ssh_node_refuses_a_bad_flag_before_anything_starts(harness: 
 @needs_vllm
 def test_vllm_on_a_slurm_node_checks_inside_the_job_before_any_replica_starts(harness: ClusterHarness) -> None:
     h = harness
-    topo = h.topology("badjob", {"gpu": h.slurm_node(gpus=0)}, {"v": _bad_vllm("gpu", server_port_block(2))})
+    topo = h.topology("badjob", {"gpu": h.slurm_node(gpus=0)}, {"v": _bad_vllm("gpu", free_port_block(2))})
     result = h.ops("up", str(topo))
     assert result.returncode == 3, result.stderr
     assert ("ops-job: v/0: vLLM on " in result.stderr and "refuses its command: " in result.stderr

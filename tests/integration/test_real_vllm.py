@@ -33,6 +33,7 @@ import yaml
 
 from orchestra_ops.core import procs
 from tests.helpers import REPO, free_port, free_port_block, kill_tree, run_ops, still_ours
+from tests.integration.retrieval_fixtures import bundled_index
 
 VLLM = REPO / ".venv-vllm" / "bin" / "vllm"
 MODEL = REPO / ".tiny-model" / "model"
@@ -120,10 +121,9 @@ def _stop_leftovers(fleet: Fleet, name: str) -> None:
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     work = tmp_path_factory.mktemp("realvllm")
     env = {"OPS_HOME": str(work / "ops-home")}
-    built = run_ops(["index", "build", str(CORPUS), "--out", str(work / "index")], env=env, cwd=work, timeout=600)
-    assert built.returncode == 0, built.stderr
+    index = bundled_index(tmp_path_factory, CORPUS)
     first, retrieval_port = free_port_block(2), free_port()
-    topology = write_topology(work / f"{NAME}.yaml", NAME, first, (retrieval_port, work / "index"))
+    topology = write_topology(work / f"{NAME}.yaml", NAME, first, (retrieval_port, index))
     state = Fleet(cwd=work, env=env, topology=topology, ports=[first, first + 1], retrieval_port=retrieval_port)
     state.up = state.ops("up", str(topology))
     try:

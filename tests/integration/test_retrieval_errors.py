@@ -76,7 +76,7 @@ def test_bad_examples_file(tmp_path: Path) -> None:
 def test_port_taken(tmp_path: Path) -> None:
     write_index(tmp_path / "idx", 3, 3)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", free_port()))
         taken.listen()
         code, err = serve(tmp_path / "idx", port=taken.getsockname()[1])
     assert code == 3 and "cannot listen on 127.0.0.1" in err

@@ -23,7 +23,9 @@ from tests.integration.retrieval_fixtures import (
     write_examples,
 )
 
-pytestmark = pytest.mark.retrieval
+# the first test also waits for the module's index (the real encoder over 400 documents) and two servers
+# loading it; on a busy 2-core box that alone can pass the 300 s default (a hang guard, not a timing claim)
+pytestmark = [pytest.mark.retrieval, pytest.mark.timeout(900)]
 
 N_DOCS = 400
 E1 = [f"doc-{i:05d}" for i in range(100, 110)]

@@ -26,7 +26,7 @@ import pytest
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.sandbox import ExecResult, Isolation, Sandbox, SandboxPolicy, SandboxUnavailable, detect_isolation
 from orchestra_ops.sandbox.layout import interpreter_roots
-from tests.helpers import REPO
+from tests.helpers import REPO, free_port
 
 ISOLATION = detect_isolation()
 needs_bwrap = pytest.mark.skipif(ISOLATION.bwrap is None, reason=f"no bubblewrap here: {ISOLATION.reason}")
@@ -64,7 +64,7 @@ def test_a_provider_key_and_our_variables_are_invisible() -> None:
 @needs_bwrap
 def test_connecting_to_a_local_port_fails() -> None:
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.bind(("127.0.0.1", free_port()))
     listener.listen(8)
     listener.settimeout(0.2)
     port = listener.getsockname()[1]

@@ -26,13 +26,13 @@ def test_bad_flags_exit_2(flags: list[str], needle: str) -> None:
 
 
 def test_missing_model_exits_2() -> None:
-    result = run_ops(["serve", "sim", "--port", "8000"], timeout=30)
+    result = run_ops(["serve", "sim", "--port", str(free_port())], timeout=30)
     assert result.returncode == 2 and "--model" in result.stderr
 
 
 def test_taken_port_exits_3() -> None:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", free_port()))
         sock.listen()
         port = sock.getsockname()[1]
         result = run_ops(["serve", "sim", "--port", str(port), "--model", "m"], timeout=30)

@@ -12,7 +12,6 @@ import os
 import resource
 import select
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from orchestra_ops.core.procs import listeners
-from tests.helpers import kill_tree
+from tests.helpers import free_port, kill_tree
 from tests.integration.cluster_fixtures import ClusterHarness, alive, cluster_fixture, harness
 
 cluster = cluster_fixture(slurm=False, sshd=True)
@@ -115,9 +114,7 @@ def test_a_refused_key_names_the_node_and_starts_nothing(harness: ClusterHarness
 
 def test_a_wrong_port_names_the_node(harness: ClusterHarness) -> None:
     h = harness
-    with socket.socket() as sock:
-        sock.bind((h.cluster.ssh_address, 0))
-        closed = sock.getsockname()[1]
+    closed = free_port()  # nothing listens there
     topo = h.topology("port", {"far": h.ssh_node(port=closed)}, {"m": h.sim("far")})
     result = h.ops("up", str(topo))
     assert result.returncode == 3
@@ -178,9 +175,7 @@ def test_down_on_an_unreachable_node_says_so_and_keeps_the_fleet_recorded(harnes
     assert h.ops("up", str(topo)).returncode == 0
     state_file = h.home / "lost" / "state.json"
     good = state_file.read_text()
-    with socket.socket() as sock:
-        sock.bind((h.cluster.ssh_address, 0))
-        closed = sock.getsockname()[1]
+    closed = free_port()  # nothing listens there
     state = json.loads(good)
     state["nodes"][0]["handle"]["port"] = closed  # as if the node's sshd were gone
     state_file.write_text(json.dumps(state))
