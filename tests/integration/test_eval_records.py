@@ -62,7 +62,7 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
 
     info = json.loads((run_dir / "run.json").read_text())
     assert (info["suite"], info["model"], info["models"], info["templates"], info["suite_options"]) == (
-        "chat", "m", ["m"], {}, {})
+        "chat", "m", ["m"], {}, {"temperature": None, "max_tokens": None})  # the generation flags, none given
 
 
 def test_two_models_are_refused_by_the_chat_suite(tmp_path: Path) -> None:
