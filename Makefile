@@ -1,7 +1,11 @@
-# orchestra-ops: `make test` is the only command a fresh machine needs.
+# orchestra-ops: `make demo` (light: the product venv, what the sims and the CPU retrieval need) and
+# `make test` (everything: system packages when root, the dev extras, the vLLM venv, the tiny model).
 VENV    := .venv
 PY      := $(VENV)/bin/python
 PIP     := $(VENV)/bin/pip
+# the product and the extras `make demo` runs: the simulated engines (serve) and the CPU retrieval index
+DEMO_STAMP := $(VENV)/.demo-setup-done
+# + the system packages the tests use and the dev extras: what CI (`make test`, `make lint`) runs
 STAMP   := $(VENV)/.setup-done
 # the real engine (CPU build of vLLM) in a venv of its own, and the tiny model it serves in tests
 VLLM_VENV  := .venv-vllm
@@ -17,9 +21,11 @@ PYTEST_ARGS ?=
 # 2 cores pay off; groups that must not overlap (real vLLM, the dev cluster) are in tests/conftest.py
 PYTEST_WORKERS ?= 4
 
-.PHONY: setup setup-vllm setup-ray tiny-model test lint bench demo demo-vllm clean
+.PHONY: setup setup-demo setup-vllm setup-ray tiny-model test lint bench demo demo-vllm clean
 
 setup: $(STAMP) $(VLLM_STAMP)
+
+setup-demo: $(DEMO_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
@@ -27,12 +33,17 @@ tiny-model: $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
 setup-ray: $(RAY_STAMP)
 
-$(STAMP): pyproject.toml scripts/install-system-deps.sh
-	bash scripts/install-system-deps.sh
+# no apt, no engine venv: only Python packages into .venv
+$(DEMO_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	# the CPU build of torch first, so the retrieval extra does not pull CUDA wheels
 	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[serve,retrieval]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml scripts/install-system-deps.sh $(DEMO_STAMP)
+	bash scripts/install-system-deps.sh
 	$(PIP) install -q -e '.[dev,retrieval]'
 	touch $(STAMP)
 
@@ -46,7 +57,7 @@ $(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAM
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
 	touch $(TINY_STAMP) $(TINY_PREFILL_STAMP)
 
-test: setup tiny-model
+test: setup tiny-model $(RAY_STAMP)
 	$(PY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: setup
@@ -57,7 +68,7 @@ lint: setup
 bench: setup
 	$(PY) -m bench
 
-demo: setup
+demo: setup-demo
 	bash scripts/demo.sh
 
 demo-vllm: setup tiny-model

@@ -31,9 +31,16 @@ trap '"${OPS[@]}" down local || true' EXIT
 
 # hle: the orchestrator agent loop (search, enhance_reasoning in the sandbox, answer, judge) over the
 # sims and the CPU index, on the bundled synthetic HLE-shaped questions; then --resume, which finds
-# nothing left to run and shows the same accuracy from the run dir.
-"${OPS[@]}" eval hle --topology local --resume --concurrency 64
-"${OPS[@]}" eval hle --topology local --resume
+# nothing left to run and shows the same accuracy from the run dir. `make demo` installs no system
+# package: where bubblewrap is missing, the code the simulated experts write runs with the sandbox's
+# limits alone (--exec-unsafe; `make test` installs bubblewrap when run as root).
+SANDBOX=()
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "note: bubblewrap is not installed; the demo runs the simulated experts' code with --exec-unsafe"
+  SANDBOX=(--exec-unsafe)
+fi
+"${OPS[@]}" eval hle --topology local --resume --concurrency 64 "${SANDBOX[@]}"
+"${OPS[@]}" eval hle --topology local --resume "${SANDBOX[@]}"
 
 # healthbench: the bundled synthetic set (64 examples); the candidate role answers each conversation,
 # then every rubric item is one call to the judge role; scores.json and a per-tag table at the end

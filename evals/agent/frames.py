@@ -17,6 +17,7 @@ class FramesSuite(AgentSuite):
     """FRAMES with the orchestrator agent loop (search until documents, enhance_reasoning, answer)."""
 
     name = "frames"
+    dataset_example = '{"id": "f1", "question": "Which city hosted the 1900 Summer Olympics?", "answer": "Paris"}'
     protocol = FRAMES
     default_dataset = packaged("agent/data/frames_synthetic.jsonl")
     options = agent_options(FRAMES)

@@ -20,6 +20,7 @@ class HleSuite(AgentSuite):
     """Humanity's Last Exam with the orchestrator agent loop (search, enhance_reasoning, answer)."""
 
     name = "hle"
+    dataset_example = '{"id": "h1", "question": "How many sides has a hexagon? Give the number only.", "answer": "6"}'
     protocol = HLE
     default_dataset = packaged("agent/data/hle_synthetic.jsonl")
     options = (*agent_options(HLE),

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestra_ops.core.headline import Headline, ModelScore, proportion_half_width
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 
@@ -104,17 +105,33 @@ def score(suite: str, records: Mapping[TaskId, dict[str, Any]], units: list[Samp
     return out
 
 
+def headline(scores: Mapping[str, Any], model: str) -> Headline:
+    """The orchestrator's accuracy with its 95 % interval (the CAIS judge's own half-width when it ran)."""
+    scored, correct = int(scores.get("scored") or 0), int(scores.get("correct") or 0)
+    if not scored:
+        return Headline(metric="accuracy", note="nothing scored")
+    cais = scores.get("cais")
+    half = cais["half_width_pct"] if isinstance(cais, dict) else proportion_half_width(correct, scored)
+    return Headline(metric="accuracy", scores=[ModelScore(model, 100 * correct / scored, half, scored)])
+
+
+def counts(values: Mapping[str, Any]) -> str:
+    """`answer 10, search 6` (a count per name), `none` when empty."""
+    return ", ".join(f"{name} {count}" for name, count in values.items()) or "none"
+
+
 def score_lines(scores: Mapping[str, Any]) -> list[str]:
     accuracy = scores.get("accuracy")
-    shown = "n/a" if accuracy is None else f"{100 * accuracy:.2f}%"
+    shown = "n/a" if accuracy is None else f"{100 * accuracy:.1f}%"
     lines = [f"accuracy {shown} ({scores['correct']} of {scores['scored']} correct; {scores['judge_protocol']} "
              f"judge protocol); errors counted as wrong: {scores['errors']}"
-             + (f" {scores['errors_by_type']}" if scores["errors"] else "")
+             + (f" ({counts(scores['errors_by_type'])})" if scores["errors"] else "")
              + f"; without a result: {scores['missing']}"]
     if scores.get("grader_errors"):
         lines.append(f"grader errors (left out of the score): {scores['grader_errors']}")
     lines.append(f"answered {scores['answered']}, no answer within the rounds {scores['no_answer']}; mean rounds "
-                 f"{scores['mean_rounds']}; tool calls {scores['tool_calls']}; invalid calls {scores['invalid_calls']}")
+                 f"{scores['mean_rounds']}; tool calls: {counts(scores['tool_calls'])}; invalid calls: "
+                 f"{counts(scores['invalid_calls'])}")
     degraded = scores.get("retrieval_degraded") or {}
     if degraded.get("rounds"):
         lines.append(f"retrieval unavailable: {degraded['rounds']} search round(s) in {degraded['tasks']} task(s) went "

@@ -9,7 +9,6 @@ one of them is resolved before the first request, so an alias that names nothing
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import shutil
 import sys
@@ -30,8 +29,10 @@ from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.retrieval import RetrievalSettings
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.tokenizer import declared_tokenizer
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset
+from orchestra_ops.runner.generation import apply_shorthands, explicit_keys, generation_options
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import Alert, BaseSuite, SuiteOption, TaskContext, templates_of
 from orchestra_ops.runner.toolbox import Toolbox
@@ -55,8 +56,9 @@ TEMPLATE_FIELDS = {
 def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
     options = [
         SuiteOption("max_rounds", "--max-rounds", "int", "Rounds per task; no answer by then is a wrong answer.",
-                    default=50, minimum=1),
-        SuiteOption("judge", "--judge", "str", "The role or model that judges answers.", default="judge"),
+                    default=50, minimum=1, everyday=True),
+        SuiteOption("judge", "--judge", "str", "The role or model that judges answers.", default="judge",
+                    everyday=True),
         SuiteOption("answer_format", "--answer-format", "choice",
                     "How the answer expert marks its answer: <answer> tags, \\boxed{}, or auto (\\boxed{} for "
                     "Qwen2.5-Math models, <answer> otherwise).", default="auto", choices=ANSWER_FORMATS),
@@ -65,8 +67,10 @@ def agent_options(protocol: Protocol) -> tuple[SuiteOption, ...]:
         SuiteOption("budgets", "--budget", "str", "NAME=TOKENS: a context budget (orchestrator_context, "
                     "orchestrator_code, expert_context, expert_code, answer_code, *_doc_chars).",
                     multiple=True, default=()),
-        SuiteOption("sampling", "--sampling", "str", "CALL.KEY=VALUE: a sampling parameter of orchestrator, search, "
-                    "reasoner, answer or judge calls (JSON value; empty removes it).", multiple=True, default=()),
+        SuiteOption("sampling", "--sampling", "str", "ROLE.KEY=VALUE: a sampling parameter of orchestrator, search, "
+                    "reasoner, answer or judge calls (JSON value; empty removes it; e.g. judge.temperature=0).",
+                    multiple=True, default=(), everyday=True),
+        *generation_options(evaluated="the orchestrator"),
         SuiteOption("judge_attempts", "--judge-attempts", "int", "Judge replies that do not parse are asked "
                     "again up to this many times in all, then the task is a grader_error.", default=3, minimum=1),
         SuiteOption("exec_timeout", "--exec-timeout", "float", "Wall-time seconds of one program in the sandbox.",
@@ -121,6 +125,10 @@ class AgentSuite(BaseSuite):
         self.images_excluded = 0
         for index, sample in enumerate(samples):
             for key in ("question", "answer"):
+                if key not in sample:
+                    raise ConfigError(f"{path}: id {sample['id']!r} has no \"{key}\" (its fields: "
+                                      f"{', '.join(map(str, sample))}); the {self.name} suite reads JSONL lines like "
+                                      f"{self.dataset_example}")
                 if not isinstance(sample.get(key), (str, int, float)) or str(sample.get(key)).strip() == "":
                     raise ConfigError(f"{path}: id {sample['id']!r}: \"{key}\" must be a non-empty string")
             if sample.get("image") and not self.include_images:
@@ -151,9 +159,12 @@ class AgentSuite(BaseSuite):
                 aliases[alias] = matched[-1] if matched else routing.aliases.get(alias, TOOL_ROLES[tool])
         names = [orchestrator, judge, *sorted(set(aliases.values()))]
         served = {}
+        flags = {orchestrator: ("--model", "the orchestrator"), judge: ("--judge", "the judge of answers")}
         for name in names:
             try:
-                served[name] = routing.chat_target(name).served_name
+                flag, purpose = flags.get(name, (None, ""))
+                served[name] = routing.chat_target(name, flag=flag, avoid=(orchestrator, judge),
+                                                   purpose=purpose).served_name
             except ConfigError as exc:
                 used_by = sorted(a for a, t in aliases.items() if t == name)
                 hint = f" (tool aliases {', '.join(used_by)} go there; map them with aliases: in the topology or " \
@@ -166,6 +177,8 @@ class AgentSuite(BaseSuite):
             raise ConfigError(f"the {self.name} suite searches with the retrieval service "
                               f"'{self.protocol.retrieval_services[-1]}', which {routing.source} does not declare")
         calls = sampling(options.get("sampling") or ())
+        calls["orchestrator"] = apply_shorthands(calls["orchestrator"], options,
+                                                 explicit_keys(options.get("sampling") or (), "orchestrator"))
         if judge_protocol == "cais":
             keys = [s.split("=")[0].split(".", 1)[1] for s in options.get("sampling") or () if s.startswith("judge.")]
             calls["judge"] = {**CAIS_JUDGE_SAMPLING, **{k: calls["judge"][k] for k in keys if k in calls["judge"]}}
@@ -206,7 +219,8 @@ class AgentSuite(BaseSuite):
                 lines.append(f"  {alias:<{width}} -> {target} ({cfg.served[target]}){extra}")
         tokenizer = toolbox.tokenizer(cfg.orchestrator)
         lines.append(f"context budgets counted by {cfg.orchestrator}'s tokenizer: {tokenizer.description}")
-        lines.append(f"budgets: {json.dumps(cfg.protocol.budgets.to_json())}")
+        budgets = cfg.protocol.budgets.to_json()
+        lines.append("budgets: " + ", ".join(f"{name} {value}" for name, value in budgets.items()))
         sandbox = f"code runs in the sandbox: {toolbox.sandbox.describe(cfg.sandbox)}"
         lines.append(sandbox if toolbox.sandbox.isolation.full else Alert(sandbox))
         lines.append(f"retrieval: {', '.join(cfg.protocol.retrieval_services)} (first declared that answers), "
@@ -229,6 +243,10 @@ class AgentSuite(BaseSuite):
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return scoring.score_lines(scores)
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return scoring.headline(scores, self.config.orchestrator if self.config else "orchestrator")
 
 
 def _interpreter(given: Any) -> str:

@@ -17,6 +17,10 @@ from typing import Any
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, read_jsonl
 
+EXAMPLE_LINE = ('{"prompt_id": "p1", "prompt": [{"role": "user", "content": "I have a mild headache. What can I '
+                'do?"}], "rubrics": [{"criterion": "Suggests rest and fluids.", "points": 5, "tags": '
+                '["axis:completeness"]}], "example_tags": ["theme:hedging"]}')
+
 
 def load_examples(path: Path, *, dedupe: bool) -> list[Sample]:
     """The dataset's rows, each with `id` = its `prompt_id`; a bad row is a ConfigError naming its line."""
@@ -43,6 +47,10 @@ def load_examples(path: Path, *, dedupe: bool) -> list[Sample]:
 def check_row(row: Any, where: str) -> Sample:
     if not isinstance(row, dict):
         raise ConfigError(f"{where}: each line is a JSON object with prompt, rubrics, example_tags and prompt_id")
+    missing = [key for key in ("prompt_id", "prompt", "rubrics") if key not in row]
+    if missing:
+        raise ConfigError(f"{where}: no \"{missing[0]}\" (its fields: {', '.join(map(str, row))}); the healthbench "
+                          f"suite reads JSONL lines like {EXAMPLE_LINE}")
     prompt_id = row.get("prompt_id")
     if not isinstance(prompt_id, str) or not prompt_id:
         raise ConfigError(f"{where}: \"prompt_id\" must be a non-empty string")

@@ -36,13 +36,14 @@ class JudgeSettings:
     max_tokens: int = 2048
     system: str = "You are a helpful assistant."  # "" sends no system message
     attempts: int = 3  # judge calls per rubric item before it is a grader_error
+    extra: tuple[tuple[str, Any], ...] = ()  # more sampling parameters (`--sampling judge.KEY=VALUE`)
 
     def messages(self, prompt: str) -> list[dict[str, str]]:
         system = [{"role": "system", "content": self.system}] if self.system else []
         return [*system, {"role": "user", "content": prompt}]
 
     def params(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, **dict(self.extra)}
 
 
 @dataclass(frozen=True)

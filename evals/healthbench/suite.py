@@ -39,6 +39,7 @@ from typing import Any
 
 from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.healthbench.dataset import (
+    EXAMPLE_LINE,
     check_responses,
     load_examples,
     load_responses,
@@ -57,8 +58,10 @@ from orchestra_ops.evals.healthbench.scoring import (
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.callctx import session_scope
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Z95, Headline, ModelScore
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
+from orchestra_ops.runner.generation import apply_shorthands, explicit_keys, generation_options, parse_sampling
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of, unit_counts
 from orchestra_ops.runner.templates import Template
@@ -67,12 +70,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 400
 _DEFAULTS = JudgeSettings(name="judge")
+SAMPLED_ROLES = ("candidate", "judge")  # --sampling ROLE.KEY=VALUE
 
 
 class HealthBenchSuite(BaseSuite):
     """Grade responses against HealthBench rubrics: one judge call per rubric item, scores as the reference."""
 
     name = "healthbench"
+    dataset_example = EXAMPLE_LINE
     default_dataset = packaged("healthbench/data/healthbench_synthetic.jsonl")
     calls_per_task = 8  # one candidate call and up to 3 judge attempts in a row, plus waiting for the judge's cap
     template_files: Mapping[str, str] = MappingProxyType(
@@ -82,7 +87,7 @@ class HealthBenchSuite(BaseSuite):
     options = (
         SuiteOption("responses", "--responses", "path",
                     "Grade these responses instead of calling the candidate: JSONL of {prompt_id, response}."),
-        SuiteOption("judge", "--judge", "str", "The role or model that grades.", default="judge"),
+        SuiteOption("judge", "--judge", "str", "The role or model that grades.", default="judge", everyday=True),
         SuiteOption("judge_concurrency", "--judge-concurrency", "int",
                     "Judge calls in flight at once, shared by every example in flight (--concurrency examples).",
                     default=DEFAULT_JUDGE_CONCURRENCY, minimum=1),
@@ -99,6 +104,7 @@ class HealthBenchSuite(BaseSuite):
                     "The candidate's temperature (default: the model's request_defaults).", minimum=0),
         SuiteOption("candidate_max_tokens", "--candidate-max-tokens", "int",
                     "The candidate's max_tokens (default: the model's request_defaults).", minimum=1),
+        *generation_options(SAMPLED_ROLES, evaluated="the candidate"),
     )
 
     def __init__(self) -> None:
@@ -115,11 +121,18 @@ class HealthBenchSuite(BaseSuite):
     def prepare(self, routing: Routing, options: Mapping[str, Any]) -> list[str]:
         if len(options.get("models") or ()) > 1:
             raise ConfigError("the healthbench suite grades one candidate; give --model once")
-        self.judge = JudgeSettings(name=str(options["judge"]), temperature=float(options["judge_temperature"]),
-                                   max_tokens=int(options["judge_max_tokens"]), system=str(options["judge_system"]),
-                                   attempts=int(options["judge_attempts"]))
+        items = list(options.get("sampling") or ())
+        sampled = parse_sampling(items, SAMPLED_ROLES, base={"judge": {
+            "temperature": options["judge_temperature"], "max_tokens": options["judge_max_tokens"]}})
+        judge = sampled["judge"]
+        self.judge = JudgeSettings(name=str(options["judge"]),
+                                   temperature=float(judge.pop("temperature", _DEFAULTS.temperature)),
+                                   max_tokens=int(judge.pop("max_tokens", _DEFAULTS.max_tokens)),
+                                   system=str(options["judge_system"]), attempts=int(options["judge_attempts"]),
+                                   extra=tuple(sorted(judge.items())))
         self.template = templates_of(options)["grader"]
-        routing.chat_target(self.judge.name)
+        routing.chat_target(self.judge.name, flag="--judge", avoid=(str(options.get("model") or "candidate"),),
+                            purpose="the grader of every rubric item")
         names = [self.judge.name]
         if options.get("responses"):
             self.responses_path = str(options["responses"])
@@ -129,13 +142,17 @@ class HealthBenchSuite(BaseSuite):
                                   "give one or the other")
         else:
             self.candidate = str(options.get("model") or "candidate")
-            if routing.chat_target(self.candidate).name == routing.chat_target(self.judge.name).name:
+            candidate = routing.chat_target(self.candidate, flag="--model", avoid=(self.judge.name,),
+                                            purpose="the model whose responses are graded")
+            if candidate.name == routing.chat_target(self.judge.name).name:
                 log.warning("the candidate '%s' and the judge '%s' are one model: they share its replicas and the "
                             "judge's cap", self.candidate, self.judge.name)
             names.insert(0, self.candidate)
-            self.candidate_params = {key: options[flag] for key, flag in
-                                     (("temperature", "candidate_temperature"), ("max_tokens", "candidate_max_tokens"))
-                                     if options.get(flag) is not None}
+            given = {key: options[flag] for key, flag in
+                     (("temperature", "candidate_temperature"), ("max_tokens", "candidate_max_tokens"))
+                     if options.get(flag) is not None}
+            self.candidate_params = {**apply_shorthands(given, options, explicit_keys(items, "candidate")),
+                                     **sampled["candidate"]}
         return names
 
     def units(self, samples: list[Sample], options: Mapping[str, Any]) -> list[Sample]:
@@ -214,6 +231,19 @@ class HealthBenchSuite(BaseSuite):
                           "max_tokens": self.judge.max_tokens, "system": self.judge.system,
                           "attempts": self.judge.attempts},
                 "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED}}
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        """The overall score in percent ± 1.96 bootstrap standard deviations (HealthBench's own std)."""
+        metrics = scores.get("metrics") or {}
+        overall = metrics.get("overall_score")
+        if overall is None:
+            return Headline(metric="HealthBench score", note="no example scored")
+        std = metrics.get("overall_score:bootstrap_std")
+        model = str(scores.get("candidate") or "responses")
+        return Headline(metric="HealthBench score", scores=[ModelScore(
+            model, 100 * float(overall), None if std is None else 100 * Z95 * float(std),
+            int(metrics.get("overall_score:n_samples") or scores.get("scored") or 0))])
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         lines = [f"healthbench: {scores['scored']} of {scores['examples']} examples scored "

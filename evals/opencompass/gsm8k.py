@@ -22,7 +22,7 @@ from orchestra_ops.evals.opencompass.extract import gsm8k_equal, gsm8k_extract, 
 from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_options
 
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.dataset import Sample, read_jsonl
+from orchestra_ops.runner.dataset import Sample, read_jsonl, text_fields_problem
 
 DATASET = "gsm8k"
 
@@ -65,9 +65,10 @@ class Gsm8kSuite(SingleDatasetSuite):
             raise ConfigError(f"{source}: no such file (a gsm8k directory holds test.jsonl)")
         samples: list[Sample] = []
         for number, row in read_jsonl(source, "gsm8k"):
-            if not isinstance(row, dict) or not isinstance(row.get("question"), str) \
-                    or not isinstance(row.get("answer"), str):
-                raise ConfigError(f"{source}:{number}: a gsm8k line is {{\"question\": …, \"answer\": …}}")
+            problem = text_fields_problem(row, ("question", "answer"))
+            if problem:
+                raise ConfigError(f"{source}:{number}: {problem}; a gsm8k line is "
+                                  "{\"question\": …, \"answer\": \"… #### 7\"}")
             if "#### " not in row["answer"]:
                 raise ConfigError(f"{source}:{number}: the answer has no '#### ' before the final number")
             index = len(samples)

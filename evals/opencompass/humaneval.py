@@ -40,7 +40,7 @@ from orchestra_ops.evals.opencompass.suite import SingleDatasetSuite, common_opt
 
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.errors import ConfigError
-from orchestra_ops.runner.dataset import Sample, read_jsonl
+from orchestra_ops.runner.dataset import Sample, read_jsonl, text_fields_problem
 from orchestra_ops.runner.suite import Alert, SuiteOption, TaskContext
 from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.sandbox import ExecResult, SandboxPolicy, require_isolation
@@ -171,9 +171,9 @@ class HumanEvalSuite(SingleDatasetSuite):
             raise ConfigError(f"{source}: no such file (a humaneval directory holds {FILE})")
         samples: list[Sample] = []
         for number, row in read_jsonl(source, "humaneval"):
-            if not isinstance(row, dict) or not all(isinstance(row.get(k), str)
-                                                    for k in ("task_id", "prompt", "entry_point", "test")):
-                raise ConfigError(f"{source}:{number}: a humaneval line is {{\"task_id\", \"prompt\", "
+            problem = text_fields_problem(row, ("task_id", "prompt", "entry_point", "test"))
+            if problem:
+                raise ConfigError(f"{source}:{number}: {problem}; a humaneval line is {{\"task_id\", \"prompt\", "
                                   "\"entry_point\", \"test\"} (strings)")
             index = len(samples)
             samples.append({"id": f"{DATASET}/{index}", "index": index, "task_id": row["task_id"],

@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.evals.bundled import packaged
-from orchestra_ops.evals.opencompass import outputs, paired
+from orchestra_ops.evals.opencompass import outputs
+from orchestra_ops.evals.opencompass.headline import headline_row, run_headline
 from orchestra_ops.evals.opencompass.suite import THINK_TAG, OpenCompassSuite
 
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
@@ -48,7 +50,6 @@ from orchestra_ops.runner.toolbox import Toolbox
 SEPARATOR = ":"
 DATA_ROOT = packaged("opencompass/data")
 SHARED = ("temperature", "reasoning", "sample", "seed", "max_tokens")  # passed on to members that declare them
-COUNTERS = ("correct", "n", "failed", "missing")
 
 
 def opencompass_suites() -> list[str]:
@@ -106,9 +107,9 @@ class OpenCompassMultiSuite(BaseSuite):
         SuiteOption("dataset_dirs", "--dataset-dir", "str", "NAME=PATH: that suite's dataset (default: ROOT/NAME "
                     "under --dataset, else its bundled set).", multiple=True),
         SuiteOption("max_tokens", "--max-tokens", "int", "max_tokens of every request (default: each suite's own).",
-                    minimum=1),
+                    minimum=1, everyday=True),
         SuiteOption("temperature", "--temperature", "float", "Sampling temperature (0: greedy).", default=0.0,
-                    minimum=0),
+                    minimum=0, everyday=True),
         SuiteOption("reasoning", "--reasoning", "choice", "A reply's reasoning_content: kept before the answer as "
                     f"'reasoning{THINK_TAG}answer' (OpenCompass's default) or dropped.", default="keep",
                     choices=("keep", "drop")),
@@ -230,7 +231,7 @@ class OpenCompassMultiSuite(BaseSuite):
                     summary.unlink()  # each member writes its own; read back right after
             scores = member.score(own, own_units) or {}
             members[name] = scores
-            headline[name] = _headline(name, member, scores, own, own_units)
+            headline[name] = headline_row(name, member, scores, own, own_units)
             if summary is not None and summary.is_file():
                 rows += read_summary_rows(summary)
         scores_out: dict[str, Any] = {
@@ -242,6 +243,10 @@ class OpenCompassMultiSuite(BaseSuite):
             scores_out["outputs"] = {"summary": str(path), "predictions": str(self.run_dir / "predictions"),
                                      "results": str(self.run_dir / "results")}
         return scores_out
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return run_headline(scores.get("headline") or {}, scores.get("suites") or {})
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         lines: list[str] = []
@@ -268,54 +273,6 @@ def read_summary_rows(path: Path) -> list[outputs.SummaryRow]:
         values = {m: (None if cell == "-" else float(cell)) for m, cell in zip(models, line[4:], strict=False)}
         rows.append(outputs.SummaryRow(line[0], line[1], line[2], line[3], values))
     return rows
-
-
-def _metric_value(cell: Mapping[str, Any]) -> float | None:
-    if "accuracy" in cell:
-        value = cell["accuracy"]
-        return None if value is None else float(value)
-    for key, value in cell.items():
-        if key not in COUNTERS and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
-def _headline(name: str, member: OpenCompassSuite, scores: Mapping[str, Any],
-              records: Mapping[TaskId, dict[str, Any]], units: list[Sample]) -> dict[str, Any]:
-    """The suite's one number per model and, for each other model, adapter - base with the weighted paired
-    bootstrap interval over all its samples (paired.weighted_bootstrap)."""
-    models: list[str] = list(scores.get("models") or [])
-    groups, datasets = scores.get("groups") or {}, scores.get("datasets") or {}
-    subsets: list[str] = list(datasets)
-    weighting: paired.Weighting = "naive"
-    if name in groups:
-        group = next(g for g in member.groups(list(datasets)) if g.name == name)
-        subsets, weighting = [d for d in group.subsets if d in datasets], group.kind
-        result: dict[str, Any] = {"row": name, "metric": groups[name]["metric"], "scores": dict(groups[name]["scores"])}
-    elif len(datasets) == 1:
-        row = subsets[0]
-        weighting = "micro"
-        result = {"row": row, "metric": "accuracy", "scores": {m: _metric_value(datasets[row][m]) for m in models}}
-    else:  # several datasets and no group of the suite's name: the naive mean over them
-        values = {m: [_metric_value(datasets[d][m]) for d in datasets] for m in models}
-        result = {"row": name, "metric": "naive_average",
-                  "scores": {m: (None if not v or any(x is None for x in v) else sum(x or 0.0 for x in v) / len(v))
-                             for m, v in values.items()}}
-    outcomes: dict[tuple[str, str], dict[Any, bool]] = {}
-    for unit in units:
-        record = records.get(sample_id(unit))
-        if record is not None and record.get("status") == "ok":
-            key = (member.dataset_of(unit), str(unit["model"]))
-            outcomes.setdefault(key, {})[unit["sample"]] = bool(record.get("correct"))
-    result["comparisons"] = {}
-    for other in models[1:]:
-        per_subset = {}
-        for d in subsets:
-            base, mine = outcomes.get((d, models[0]), {}), outcomes.get((d, other), {})
-            per_subset[d] = [(base[s], mine[s]) for s in base if s in mine]
-        interval = paired.weighted_bootstrap(per_subset, weighting)
-        result["comparisons"][other] = interval.to_json() if interval else None
-    return result
 
 
 def headline_lines(scores: Mapping[str, Any]) -> list[str]:

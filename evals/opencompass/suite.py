@@ -27,6 +27,7 @@ from orchestra_ops.evals.opencompass.sampling import seeded_sample
 
 from orchestra_ops.client.chat import ChatResult
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
 from orchestra_ops.runner.results import TaskId
@@ -40,9 +41,9 @@ THINK_TAG = "</think>"
 def common_options(max_tokens: int) -> tuple[SuiteOption, ...]:
     return (
         SuiteOption("max_tokens", "--max-tokens", "int", "max_tokens of each request (OpenCompass's max_out_len).",
-                    default=max_tokens, minimum=1),
+                    default=max_tokens, minimum=1, everyday=True),
         SuiteOption("temperature", "--temperature", "float", "Sampling temperature (0: greedy, OpenCompass's "
-                    "reproducible setting).", default=0.0, minimum=0),
+                    "reproducible setting).", default=0.0, minimum=0, everyday=True),
         SuiteOption("reasoning", "--reasoning", "choice", "A reply's reasoning (vLLM's message.reasoning): kept "
                     f"before the answer as 'reasoning{THINK_TAG}answer' (OpenCompass's default) or dropped.",
                     default="keep", choices=("keep", "drop")),
@@ -186,6 +187,12 @@ class OpenCompassSuite(BaseSuite):
         from orchestra_ops.evals.opencompass.scoring import table_lines
 
         return table_lines(scores)
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        from orchestra_ops.evals.opencompass.headline import headline_row, to_headline
+
+        return to_headline(headline_row(self.name, self, scores, records, units), scores)
 
 
 class SingleDatasetSuite(OpenCompassSuite):

@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestra_ops.evals.agent.records import read_trajectory
 from orchestra_ops.evals.tau2.environment import get_domain
+from orchestra_ops.evals.tau2.llm_args import llm_args
 from orchestra_ops.evals.tau2.tasks import domain_dir, load_domain_data
 
 from orchestra_ops import __version__
@@ -90,10 +91,7 @@ def export_tau2(run_dir: Path, out: Path, *, overwrite: bool = False) -> Tau2Exp
     domain = get_domain(domain_name)
     agent_role = str(info.get("model") or "orchestrator")
     user_role = str(options.get("user") or "user")
-    theirs = options.get("protocol") == "toolorchestra"
-    agent_args = options.get("agent_args") or json.dumps(
-        {"temperature": 1.0, "max_tokens": 8000} if theirs else {"temperature": 0.0})
-    user_args = options.get("user_args") or json.dumps({"temperature": 1.0 if theirs else 0.0})
+    args = llm_args(options)
     simulations = []
     missing = 0
     for record in ResultsStore(run_dir).final_records().values():
@@ -114,10 +112,10 @@ def export_tau2(run_dir: Path, out: Path, *, overwrite: bool = False) -> Tau2Exp
             "git_commit": f"orchestra-ops {__version__}", "num_trials": int(options.get("trials") or 1),
             "max_steps": int(options.get("max_steps") or 200), "max_errors": int(options.get("max_errors") or 10),
             "user_info": {"implementation": "user_simulator", "llm": _served(info, user_role),
-                          "llm_args": json.loads(str(user_args)),
+                          "llm_args": args["user"],
                           "global_simulation_guidelines": None},
             "agent_info": {"implementation": "llm_agent", "llm": _served(info, agent_role),
-                           "llm_args": json.loads(str(agent_args))},
+                           "llm_args": args["agent"]},
             "environment_info": {"domain_name": domain_name, "policy": data.policy,
                                  "tool_defs": tool_signatures(domain.agent_schemas())},
             "seed": options.get("seed"),

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from orchestra_ops.core.headline import Headline, ModelScore, mean_half_width
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.results import TaskId
 
@@ -63,6 +64,15 @@ def score(records: Mapping[TaskId, dict[str, Any]], units: list[Sample], *, doma
         "termination_reasons": dict(sorted(terminations.items())),
         "by_domain": {domain: {"simulations": len(evaluated), "avg_reward": average}},
     }
+
+
+def headline(scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]], agent: str) -> Headline:
+    """The agent's average reward in percent, ± 1.96 standard errors of the evaluated simulations' rewards."""
+    rewards = [float(r["reward"]) for r in records.values() if r.get("status") == "ok" and "reward" in r]
+    if not scores.get("evaluated"):
+        return Headline(metric="average reward", note="no simulation evaluated")
+    return Headline(metric="average reward", scores=[ModelScore(agent, 100 * float(scores["avg_reward"]),
+                                                                mean_half_width(rewards), int(scores["evaluated"]))])
 
 
 def score_lines(scores: Mapping[str, Any]) -> list[str]:

@@ -25,14 +25,17 @@ from orchestra_ops.evals.bundled import packaged
 from orchestra_ops.evals.tau2 import metrics, toolorchestra
 from orchestra_ops.evals.tau2.domain import Domain
 from orchestra_ops.evals.tau2.environment import DOMAIN_NAMES, fresh_env, get_domain
+from orchestra_ops.evals.tau2.llm_args import JUDGE_DEFAULT, ROLES, llm_args
 from orchestra_ops.evals.tau2.loop import LoopSettings, Simulation, now, simulate
 from orchestra_ops.evals.tau2.reward import NORMAL_ENDINGS, evaluate
 from orchestra_ops.evals.tau2.tasks import DomainData, domain_dir, load_domain_data, render_scenario, reward_basis
 
 from orchestra_ops.client.call_errors import CallError
 from orchestra_ops.client.routing import Routing
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample
+from orchestra_ops.runner.generation import generation_options
 from orchestra_ops.runner.results import TaskId
 from orchestra_ops.runner.suite import BaseSuite, SuiteOption, TaskContext, UnitFailed, templates_of
 from orchestra_ops.runner.templates import Template
@@ -50,16 +53,6 @@ def unit_id(task_id: str, trial: int) -> str:
     return f"{task_id}#{trial}"
 
 
-def _json_object(text: Any, flag: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if isinstance(text, str) else (text or {})
-    except ValueError as exc:
-        raise ConfigError(f"{flag} {text!r}: not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{flag} {text!r}: expected a JSON object")
-    return value
-
-
 class Tau2Suite(BaseSuite):
     """τ²-bench: an agent serves a simulated user over a domain's tools; reward as τ²-bench computes it."""
 
@@ -74,7 +67,7 @@ class Tau2Suite(BaseSuite):
                        "user_system_tools": ("scenario",), "nl_judge": ("conversation", "assertions")}
     options = (
         SuiteOption("domain", "--domain", "choice", "The τ²-bench domain.", default="synthetic",
-                    choices=DOMAIN_NAMES),
+                    choices=DOMAIN_NAMES, everyday=True),
         SuiteOption("data_dir", "--data-dir", "path", "A τ²-bench data dir (domains/<domain>/{tasks.json, "
                     "db.json|db.toml, policy.md, split_tasks.json}); default: the bundled synthetic domain."),
         SuiteOption("task_split", "--task-split", "str", "A split of split_tasks.json (base, train, test); "
@@ -82,11 +75,12 @@ class Tau2Suite(BaseSuite):
         SuiteOption("task_file", "--task-file", "path", "A tasks file used instead of the domain's tasks.json "
                     "(e.g. the pre-v1.0 files ToolOrchestra ran)."),
         SuiteOption("trials", "--trials", "int", "Simulations per task (pass^k for k up to this).", default=1,
-                    minimum=1),
+                    minimum=1, everyday=True),
         SuiteOption("max_steps", "--max-steps", "int", "Steps (hops) per simulation.", default=200, minimum=1),
         SuiteOption("max_errors", "--max-errors", "int", "Failed tool calls per simulation.", default=10,
                     minimum=1),
-        SuiteOption("user", "--user", "str", "The role or model that plays the user simulator.", default="user"),
+        SuiteOption("user", "--user", "str", "The role or model that plays the user simulator.", default="user",
+                    everyday=True),
         SuiteOption("judge", "--judge", "str", "The role or model that judges NL assertions.", default="judge"),
         SuiteOption("protocol", "--protocol", "choice", "tau2: τ²-bench's own agent; toolorchestra: ToolOrchestra's "
                     "(call_expert over expert-1..3, transfer_to_human_agents hidden, the history budget, a filler "
@@ -102,6 +96,7 @@ class Tau2Suite(BaseSuite):
                     '{"temperature": 0.0}; toolorchestra: {"temperature": 1.0}).'),
         SuiteOption("seed", "--seed", "int", "Seeds the per-trial seeds sent with agent and user calls.",
                     default=SEED),
+        *generation_options(ROLES, evaluated="the agent"),
     )
 
     def __init__(self) -> None:
@@ -131,8 +126,9 @@ class Tau2Suite(BaseSuite):
         agent = str(options.get("model") or "orchestrator")
         user = str(options.get("user") or "user")
         judge = str(options.get("judge") or "judge")
-        for name in (agent, user):
-            routing.chat_target(name)  # a name the routing lacks fails now, with its hint
+        # a name the routing lacks fails now, naming the flag that sets it
+        routing.chat_target(agent, flag="--model", avoid=(user, judge), purpose="the agent")
+        routing.chat_target(user, flag="--user", avoid=(agent, judge), purpose="the user simulator")
         try:
             routing.chat_target(judge)
             self.judge_ok = True
@@ -140,16 +136,13 @@ class Tau2Suite(BaseSuite):
             self.judge_ok = False
         protocol = str(options.get("protocol") or "tau2")
         theirs = protocol == "toolorchestra"
-        agent_args = options.get("agent_args") or json.dumps(
-            toolorchestra.DEFAULT_SAMPLING if theirs else {"temperature": 0.0})
-        user_args = options.get("user_args") or json.dumps({"temperature": 1.0 if theirs else 0.0})
+        args = llm_args(options)
         experts = self._experts(routing, options) if theirs else {}
         self.settings = {
             "agent": agent, "user": user, "judge": judge, "protocol": protocol,
             "max_steps": int(options["max_steps"]), "max_errors": int(options["max_errors"]),
             "trials": int(options["trials"]), "seed": int(options["seed"]),
-            "agent_args": _json_object(agent_args, "--agent-args"),
-            "user_args": _json_object(user_args, "--user-args"), "experts": experts,
+            "agent_args": args["agent"], "user_args": args["user"], "judge_args": args["judge"], "experts": experts,
             "history_budget": int(options.get("history_budget") or toolorchestra.HISTORY_BUDGET),
         }
         # every hop may call a model (an expert too under toolorchestra), then the judge
@@ -270,7 +263,7 @@ class Tau2Suite(BaseSuite):
         prompt = self.templates["nl_judge"].render(conversation=conversation, assertions=repr(assertions))
         messages = [{"role": "system", "content": self.templates["nl_judge_system"].render()},
                     {"role": "user", "content": prompt}]
-        reply = await ctx.chat(self.settings["judge"], messages, temperature=0.0)
+        reply = await ctx.chat(self.settings["judge"], messages, **self.settings.get("judge_args", JUDGE_DEFAULT))
         checks = parse_verdicts(reply.content or "")
         if checks is None:
             shown = (reply.content or "")[:200]
@@ -284,6 +277,10 @@ class Tau2Suite(BaseSuite):
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return metrics.score_lines(scores)
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return metrics.headline(scores, records, str(self.settings.get("agent") or "orchestrator"))
 
     def routing_notes(self, toolbox: Any) -> list[str]:
         s = self.settings

@@ -4,9 +4,9 @@ stats.json holds: the scores (the suite's scores.json and the score recomputed f
 tasks (finished, failed, errors by type, latency, the slowest ids), tokens and cost per role
 (`usage`, cache hits apart), model calls per role and per model (latency summary, errors, tokens), placement
 per model (calls per replica, session moves, the replicas' prefix-cache hit rate: placement.py), tools end to
-end and the expert call alone, each tool's
-parts, throughput (calls and tasks per second over the busy time), the timeline, and one linear
-and one log-spaced histogram per metric. `analyze_run` also draws the plots and writes
+end and the expert call alone, each tool's parts, throughput (calls and tasks per second over the busy time),
+the timeline, where the task time went (time_share.py), token totals, the wall time (live.json), and one
+linear and one log-spaced histogram per metric. `analyze_run` also draws the plots and writes
 report.html (see plots.py, report.py).
 """
 
@@ -32,10 +32,13 @@ from orchestra_ops.analysis.outcome import Analysis, Metric
 from orchestra_ops.analysis.placement import placement
 from orchestra_ops.analysis.rundata import ANALYSIS_DIR, RunData, load_run
 from orchestra_ops.analysis.task_scores import task_scores
+from orchestra_ops.analysis.time_share import time_share
 from orchestra_ops.analysis.timeline import busy_seconds, timeline
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.stats import summarize
+from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
 from orchestra_ops.runner.profile_reader import ModelCall
+from orchestra_ops.runner.rundir import read_json_object
 from orchestra_ops.runner.usage import usage
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,10 @@ def compute(run: RunData, bins: int = 10) -> tuple[dict[str, Any], list[Metric]]
                        "calls_per_s": len(calls) / busy if busy > 0 else None,
                        "tasks_per_s": len(run.records) / busy if busy > 0 and run.records else None},
         "timeline": timeline(profile),
+        "time_share": time_share(profile, run.final),
+        "tokens": {"prompt": sum(c.prompt_tokens or 0 for c in calls),
+                   "completion": sum(c.completion_tokens or 0 for c in calls)},
+        "elapsed_s": elapsed_s(read_json_object(run.run_dir / LIVE_FILE) or {}, active=False),
         "histograms": {m.key: {"title": m.title, "unit": m.unit, "n": len(m.values),
                                "linear": histogram(m.values, bins, "linear"),
                                "log": histogram(m.values, bins, "log")} for m in metrics},

@@ -91,7 +91,7 @@ def equivalence(a: RunData, b: RunData) -> list[Difference]:
                                   "dataset, prompts and judge it used cannot be proven"))
     if ma is not None and mb is not None:
         out += _same(ma.get("suite"), mb.get("suite"), "suite")
-        out += _same(ma.get("suite_options"), mb.get("suite_options"), "suite options")
+        out += _options(ma.get("suite_options"), mb.get("suite_options"))
         out += _same(ma.get("ids_sha256"), mb.get("ids_sha256"), "dataset ids",
                      f"the id lists differ ({ma.get('ids_count')} vs {mb.get('ids_count')} ids)")
         out += _same(ma.get("dataset_sha256"), mb.get("dataset_sha256"), "dataset file",
@@ -116,6 +116,27 @@ def _same(x: Any, y: Any, item: str, detail: str | None = None) -> list[Differen
     if x == y:
         return []
     return [Difference(item, detail or f"A: {_show(x)}; B: {_show(y)}")]
+
+
+def _options(oa: Any, ob: Any) -> list[Difference]:
+    """Only the suite options that differ, each as `max_rounds: 50 → 2` (an option one run lacks: `(none)`)."""
+    if oa == ob:
+        return []
+    if not isinstance(oa, dict) or not isinstance(ob, dict):
+        return _same(oa, ob, "suite options")
+    changed = [f"{key}: {_value(oa.get(key))} → {_value(ob.get(key))}" for key in sorted(set(oa) | set(ob))
+               if oa.get(key) != ob.get(key)]
+    return [Difference("suite options", "; ".join(changed))]
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value)) if value else "(none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_value(v)}" for k, v in value.items()) or "(none)"
+    return str(value)
 
 
 def _templates(ta: dict[str, Any], tb: dict[str, Any]) -> list[Difference]:

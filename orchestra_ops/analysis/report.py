@@ -1,5 +1,9 @@
 """`analysis/report.html`: one self-contained page (plots embedded as data: URIs, CSS inline, no
-script, nothing fetched) with the scores, the tables, errors by type, the routing and the manifest.
+script, nothing fetched). It leads with the result: each model's score ± its 95 % interval (and the
+difference when several ran; never a number pooled across models), n, wall time, calls, tokens, cost;
+then where the task time went (per role and tool), tokens and cost per role, tasks and errors, one plot
+per metric (the linear histogram; the log-binned one stays in analysis/plots/), and, folded under details,
+every raw key of scores.json, the latency tables, tokens, throughput, the routing and the manifest.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestra_ops.analysis.report_head import headline_section, time_section
 from orchestra_ops.client.pricing import format_usd
 from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.core.stats import PERCENTILES
@@ -49,31 +54,39 @@ def render(analysis: Analysis) -> str:
     manifest = manifest_of(run_json) or {}
     suite = run_json.get("suite") or manifest.get("suite") or "run"
     title = f"{suite} · {analysis.run_dir.name} · orchestra-ops report"
+    several = len(run_json.get("models") or []) > 1
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
              f"<p class=\"meta\">run dir {_e(str(analysis.run_dir))} · analysed {_e(stats['generated'])}</p>",
-             _scores(stats), _tasks(stats), _usage(stats), _latency(stats), _tokens(stats), _throughput(stats),
-             _plots(analysis), _routing(manifest),
+             headline_section(stats), time_section(stats), _usage(stats), _tasks(stats), _plots(analysis),
+             "<details id=\"details\"><summary>Details: every key of scores.json, latency tables, tokens, "
+             "throughput, routing, manifest</summary>",
+             _scores(stats, pooled=not several), _latency(stats), _tokens(stats), _throughput(stats),
+             _routing(manifest),
              "<h2 id=\"manifest\">Manifest (run.json)</h2>",
              f"<pre id=\"run-json\">{_e(json.dumps(run_json, indent=2, default=str))}</pre>" if run_json
              else "<p class=\"none\">no run.json in this run dir</p>",
-             "</body></html>\n"]
+             "</details>", "</body></html>\n"]
     return "\n".join(parts)
 
 
 DEGRADED_NOTE = "searches no retrieval service answered: the rounds went on without documents (degraded)"
 
 
-def _scores(stats: Mapping[str, Any]) -> str:
+def _scores(stats: Mapping[str, Any], *, pooled: bool = True) -> str:
+    """Every key of scores.json; the score recomputed from results.jsonl only where one model ran (with several,
+    it would pool them)."""
     rows: list[list[Any]] = []
     recomputed = stats["scores"]["recomputed"]
-    rows.append([f"{recomputed['metric']} (from results.jsonl)", _num(recomputed["value"]),
-                 f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"])
+    if pooled:
+        rows.append([f"{recomputed['metric']} (from results.jsonl)", _num(recomputed["value"]),
+                     f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"])
     for key, value in _flatten(stats["scores"].get("suite") or {}):
         note = DEGRADED_NOTE if key.startswith("retrieval_degraded") and value else ""
         rows.append([f"{key} (scores.json)", _num(value), note])
-    return "<h2 id=\"scores\">Scores</h2>" + table(["score", "value", "note"], rows, table_id="score-table")
+    return "<h2 id=\"scores\">Scores (every key)</h2>" + table(["score", "value", "note"], rows,
+                                                                table_id="score-table")
 
 
 def _tasks(stats: Mapping[str, Any]) -> str:
@@ -145,18 +158,21 @@ def _throughput(stats: Mapping[str, Any]) -> str:
 
 
 def _plots(analysis: Analysis) -> str:
-    out = ["<h2 id=\"plots\">Plots</h2>"]
+    out = ["<h2 id=\"plots\">Plots</h2>",
+           f"<p class=\"meta\">one histogram per metric (linear bins); the log-binned ones are beside this page in "
+           f"{_e(str(analysis.out_dir / 'plots'))}</p>"]
     if analysis.plot_note:
         out.append(f"<p class=\"none\">{_e(analysis.plot_note)}</p>")
     titles = {key: entry["title"] for key, entry in analysis.stats["histograms"].items()}
     titles["timeline"] = "throughput and in-flight over the run"
     figures = []
     for key, files in analysis.plots.items():
-        for scale, name in files.items():
-            data = base64.b64encode((analysis.out_dir / name).read_bytes()).decode("ascii")
-            caption = f"{titles.get(key, key)}" + ("" if scale == "timeline" else f" ({scale} bins)")
-            figures.append(f"<figure class=\"plot\" data-plot=\"{_e(name)}\"><img alt=\"{_e(caption)}\" "
-                           f"src=\"data:image/png;base64,{data}\"><figcaption>{_e(caption)}</figcaption></figure>")
+        scale = "linear" if "linear" in files else next(iter(files))  # one per metric (log: analysis/plots/)
+        name = files[scale]
+        data = base64.b64encode((analysis.out_dir / name).read_bytes()).decode("ascii")
+        caption = f"{titles.get(key, key)}" + ("" if scale == "timeline" else f" ({scale} bins)")
+        figures.append(f"<figure class=\"plot\" data-plot=\"{_e(name)}\"><img alt=\"{_e(caption)}\" "
+                       f"src=\"data:image/png;base64,{data}\"><figcaption>{_e(caption)}</figcaption></figure>")
     out.append("<div class=\"plots\">" + "\n".join(figures) + "</div>" if figures else "")
     return "\n".join(out)
 

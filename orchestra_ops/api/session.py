@@ -5,9 +5,12 @@ with `--resume` after a crash), `ops posttrain`, the benches and any script call
 
     prepare (runner/prepare.py: every check that needs no network; takes the run dir's lock)
     -> the tee (eval.log) and warnings logged under `orchestra_ops` routed through it
+    -> the start banner (runner/banner.py: at most 6 lines; the routing table, aliases, budgets and
+       sandbox go to eval.log, and to the console with `verbose`)
     -> the progress display the caller passed, around
        run_eval (runner/evalrun.py: build, loop, finish; writes results, profile, scores.json)
     -> the analysis (analysis/: stats.json, plots, report.html) unless told not to
+    -> the one result line: each model's score ± its 95 % interval, n, wall time, calls, tokens, cost
     -> everything released, on every exit: success, an OpsError, Ctrl-C/SIGTERM (Interrupted),
        DiskFull, RunTimeout, any other exception: the handler removed, eval.log closed, the lock
        released (a second run on the run dir then starts at once)
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestra_ops.errors import OpsError
+from orchestra_ops.runner.banner import RunFacts, banner, result_line
 from orchestra_ops.runner.evalrun import SCORES_FILE, EvalSummary, run_eval
 from orchestra_ops.runner.options import EvalOptions, PreparedRun
 from orchestra_ops.runner.prepare import prepare
@@ -75,18 +79,20 @@ class EvalResult:
 
 def evaluate(options: EvalOptions, suite: Suite | str, *, console: LineSink | None = None,
              alert_console: LineSink | None = None, display: ProgressDisplay | None = None,
-             analyze: bool = True) -> EvalResult:
+             analyze: bool = True, verbose: bool = False) -> EvalResult:
     """Run one eval of `suite` (a Suite object, or a registered suite's name) as `options` say.
 
     `console` gets every line eval.log gets (the `[TASK_COMPLETE]`/progress lines while no display
     replaces them); `alert_console` the lines the user must not miss (default: `console`); `display`
-    is entered around the run. Raises ConfigError (2) before anything runs, LaunchError (3), EvalError
-    and DiskFull (4), RunTimeout (124), Interrupted (130); the run dir keeps every finished unit and
-    `resume=True` continues it.
+    is entered around the run; `verbose`: the details (routing, aliases, budgets, sandbox, per-suite score
+    tables) on the console too, not only in eval.log. Raises ConfigError (2) before anything runs,
+    LaunchError (3), EvalError and DiskFull (4), SpendLimit (5), RunTimeout (124), Interrupted (130); the run
+    dir keeps every finished unit and `resume=True` continues it.
     """
     run = prepare(options, registered(suite) if isinstance(suite, str) else suite)  # takes the run dir's lock
     try:
         tee = TeeLog(run.run_dir / LOG_FILE, console, alert_console)
+        tee.verbose = verbose
         try:
             with _warnings_to(tee, only_there=console is not None):
                 return _run(run, tee, display, analyze)
@@ -119,13 +125,25 @@ def registered(name: str) -> Suite:
 def _run(run: PreparedRun, tee: TeeLog, display: ProgressDisplay | None, analyze: bool) -> EvalResult:
     progress = Progress(total=len(run.todo))
     try:
+        for line in banner(_facts(run), run.routing, run.names, verbose=tee.verbose):
+            tee.line(line)
         with (display or _no_display)(tee, progress, run.run_dir):
             summary = run_eval(run, tee, progress)
         analysis = analyze_at_end(run.run_dir, tee) if analyze else None
+        tee.line(result_line(run.suite.name, summary.scores, ok=summary.store_ok, failed=summary.store_failed,
+                             total=summary.dataset_size, wall_s=summary.elapsed_s, calls=summary.calls,
+                             tokens=summary.tokens, run_dir=run.run_dir))
     except OpsError as exc:
         tee.file_line(f"error: {exc}")  # the caller shows it (the CLI: on stderr, from the command group)
         raise
     return _result(run, summary, analysis)
+
+
+def _facts(run: PreparedRun) -> RunFacts:
+    options = run.options
+    mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
+    return RunFacts(run.suite.name, run.routing.name, run.run_dir, len(run.samples), len(run.todo),
+                    len(run.store.ok_ids), len(run.store.failed_ids), mode)
 
 
 def _result(run: PreparedRun, summary: EvalSummary, analysis: Analysis | None) -> EvalResult:
@@ -166,16 +184,16 @@ def analyze_at_end(run_dir: Path, tee: TeeLog) -> Analysis | None:
     from orchestra_ops.analysis.analyze import analyze_run
     from orchestra_ops.analysis.placement import placement_lines
 
-    tee.line(f"analysing {run_dir} (skip with --no-analyze) ...")
+    tee.detail(f"analysing {run_dir} (skip with --no-analyze) ...")
     try:
         result = analyze_run(run_dir)
     except (OpsError, OSError, ValueError) as exc:
         tee.line(f"warning: the analysis failed: {exc}; the results are complete; retry with `ops analyze {run_dir}`")
         return None
     if result.plot_note:
-        tee.line(f"note: {result.plot_note}")
-    for line in placement_lines(result.stats.get("placement") or {}):
-        tee.line(line)
-    tee.line(f"stats: {result.stats_path}")
+        tee.detail(f"note: {result.plot_note}")
+    for line in placement_lines(result.stats.get("placement") or {}):  # a note (a restart, other traffic) is shown
+        (tee.line if line.lstrip().startswith("note:") else tee.detail)(line)
+    tee.detail(f"stats: {result.stats_path}")
     tee.line(f"report: {result.report}")
     return result

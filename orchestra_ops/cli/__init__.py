@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from orchestra_ops import __version__
+from orchestra_ops.cli.render import wide_option
 from orchestra_ops.core.redact import redact
 from orchestra_ops.errors import Interrupted, OpsError, TopologyError
 
@@ -44,12 +45,38 @@ COMMANDS: dict[str, str] = {
     "_supervise": "supervise_cmd:supervise",
 }
 
+# `ops --help` in the order a person needs them; a command in no section is listed under Advanced
+HELP_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Fleet": ("plan", "up", "health", "status", "logs", "restart", "down"),
+    "Evaluate": ("eval", "posttrain", "lora"),
+    "Runs and results": ("runs", "eval-status", "attach", "stop", "analyze", "compare", "export"),
+    "Advanced": ("serve", "bench", "index"),
+}
+INTERNAL = frozenset({"_supervise"})  # what `ops eval --detach` starts: runnable, not listed
+
 
 class OpsGroup(click.Group):
     """A group that loads commands on demand and turns OpsError into a message and an exit code."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in sections (fleet, evaluate, runs and results, advanced); internal ones left out."""
+        listed = [name for name in self.list_commands(ctx) if name not in INTERNAL]
+        placed = {name for names in HELP_SECTIONS.values() for name in names}
+        sections = {title: [n for n in names if n in listed] for title, names in HELP_SECTIONS.items()}
+        sections["Advanced"] += [name for name in listed if name not in placed]
+        limit = 150  # the whole first sentence: write_dl wraps it under the column, nothing is cut off
+        for title, names in sections.items():
+            rows = []
+            for name in names:
+                command = self.get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit)))
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS:
@@ -86,17 +113,24 @@ def report_error(exc: OpsError) -> None:
 @click.group(cls=OpsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ops")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@wide_option
 def main(verbose: int) -> None:
     """orchestra-ops: bring up LLM fleets from one topology file and evaluate on them.
 
+    From the repository root, on this machine (simulated engines, a CPU retrieval index):
+
     \b
-      ops plan topologies/hle_oss.yaml   validate, print every process it would start
-      ops up topologies/local.yaml       launch, wait until serving, write endpoints
-      ops health                         every replica, its state, load and latency
-      ops eval chat --resume             resumable async eval with tee logs
-      ops analyze runs/chat-local        latency tables, histograms, report.html
-      ops compare runs/a runs/b          same work? then the score difference
-      ops down                           stop everything, verify nothing is left
+      ops plan topologies/local.yaml          validate, print every process it would start
+      ops up topologies/local.yaml            launch, wait until serving (again: "already up")
+      ops health                              every replica, its state, load and latency
+      ops eval gsm8k --limit 20               a suite on its bundled data (--dataset for yours)
+      ops eval gsm8k --limit 20 --temperature 0.5 --run-dir runs/gsm8k-t05
+      ops runs                                every run: state, score ± 95 % interval, elapsed
+      ops compare runs/gsm8k-local runs/gsm8k-t05    same work? what differs, the score difference
+      ops analyze runs/gsm8k-local            latency tables, histograms, report.html
+      ops down                                stop everything, verify nothing is left
+
+    `ops COMMAND --help` for one command; `ops eval SUITE --help` for a suite's options.
     """
     level = logging.WARNING - 10 * verbose
     if os.environ.get("OPS_DEBUG"):

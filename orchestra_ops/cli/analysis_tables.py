@@ -6,9 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestra_ops.analysis.report import LATENCY_COLUMNS, latency_rows
+from orchestra_ops.analysis.task_scores import BINARY_METRICS
 from orchestra_ops.cli.render import print_table
+from orchestra_ops.core.headline import format_difference, format_score, stored_headline
 
 LATENCY_HEADER = ["", *LATENCY_COLUMNS[:-1], "<5s", "errors"]
+COMPARE_OPTIONAL = ("p50 A", "p50 B", "n B", "p90 Δ", "mean A", "mean B")
+LATENCY_OPTIONAL = ("p10", "p25", "p95", "std", "min", "<5s", "errors", "max", "p90")  # hidden first where narrow
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -20,10 +24,17 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 
 def print_analysis(stats: Mapping[str, Any]) -> None:
-    recomputed = stats["scores"]["recomputed"]
-    score_rows = [[f"{recomputed['metric']} (results.jsonl)", fmt(recomputed["value"]),
-                   f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"]]
     suite_scores = stats["scores"].get("suite") or {}
+    headline = stored_headline(suite_scores)
+    if headline is not None:
+        print_table(f"result: {headline.metric}", ["", "score (95 % interval)"],
+                    headline.rows() or [("", headline.note)], whole=("score (95 % interval)",))
+    score_rows = []
+    models = (stats.get("run_json") or {}).get("models") or []
+    if len(models) <= 1:  # with several models a score recomputed over every result would pool them
+        recomputed = stats["scores"]["recomputed"]
+        score_rows.append([f"{recomputed['metric']} (results.jsonl)", fmt(recomputed["value"]),
+                           f"{recomputed['graded']} graded, {recomputed['ungraded']} ungraded"])
     score_rows += [[f"{k} (scores.json)", fmt(v), ""] for k, v in suite_scores.items()
                    if isinstance(v, (int, float, str)) or v is None]
     print_table("scores", ["score", "value", "note"], score_rows)
@@ -34,16 +45,15 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
         ["calls / s (busy time)", fmt(throughput["calls_per_s"])],
         ["tasks / s (busy time)", fmt(throughput["tasks_per_s"])],
         ["busy time (s)", fmt(throughput["busy_s"])]])
-    print_table("latency (s): tasks, end to end", LATENCY_HEADER, latency_rows({"tasks": tasks["latency"]}))
-    print_table("latency (s): model calls per role", LATENCY_HEADER, latency_rows(stats["by_role"]))
-    print_table("latency (s): model calls per model", LATENCY_HEADER, latency_rows(stats["by_model"]))
+    _latency_table("latency (s): tasks, end to end", {"tasks": tasks["latency"]})
+    _latency_table("latency (s): model calls per role", stats["by_role"])
+    _latency_table("latency (s): model calls per model", stats["by_model"])
     if stats["by_tool"]["e2e"]:
-        print_table("latency (s): tools, end to end", LATENCY_HEADER, latency_rows(stats["by_tool"]["e2e"]))
+        _latency_table("latency (s): tools, end to end", stats["by_tool"]["e2e"])
     if stats["by_tool"]["expert"]:
-        print_table("latency (s): tools, the expert call alone", LATENCY_HEADER,
-                    latency_rows(stats["by_tool"]["expert"]))
+        _latency_table("latency (s): tools, the expert call alone", stats["by_tool"]["expert"])
     for tool, parts in stats["tool_parts"].items():
-        print_table(f"latency (s): tool '{tool}', its parts", LATENCY_HEADER, latency_rows(parts))
+        _latency_table(f"latency (s): tool '{tool}', its parts", parts)
     print_table("tokens", ["", "prompt (sum)", "prompt (mean)", "completion (sum)", "completion (mean)"],
                 [[f"{kind} {name}", row["prompt_tokens"]["sum"], fmt(row["prompt_tokens"]["mean"]),
                   row["completion_tokens"]["sum"], fmt(row["completion_tokens"]["mean"])]
@@ -56,6 +66,10 @@ def print_analysis(stats: Mapping[str, Any]) -> None:
     if tasks["slowest"]:
         print_table("slowest tasks", ["id", "elapsed (s)", "status", "error"],
                     [[t["id"], fmt(t["elapsed"]), t["status"], t.get("error_type", "")] for t in tasks["slowest"]])
+
+
+def _latency_table(title: str, groups: Mapping[str, Any]) -> None:
+    print_table(title, LATENCY_HEADER, latency_rows(groups), optional=LATENCY_OPTIONAL)
 
 
 def print_placement(placement: Mapping[str, Any]) -> None:
@@ -92,11 +106,16 @@ def print_comparison(result: Mapping[str, Any]) -> None:
         print_table("score", ["", ""], [["no score difference", result["score_note"]]])
     else:
         interval = score["interval"]
+        if score["metric"] in BINARY_METRICS:  # a share: percent, the difference in points (one format everywhere)
+            a, b = format_score(100 * score["a"]), format_score(100 * score["b"])
+            delta = format_difference(100 * interval["difference"], 100 * interval["low"], 100 * interval["high"])
+        else:
+            a, b = fmt(score["a"]), fmt(score["b"])
+            delta = f"{fmt(interval['difference'])} [{fmt(interval['low'])}, {fmt(interval['high'])}]"
         rows = [["metric", score["metric"]], ["ids graded in both", score["shared_ids"]],
-                ["A (shared ids)", fmt(score["a"])], ["B (shared ids)", fmt(score["b"])],
-                ["B − A", fmt(interval["difference"])],
-                [f"{100 * interval['confidence']:.0f}% interval (paired bootstrap, {interval['resamples']})",
-                 f"[{fmt(interval['low'])}, {fmt(interval['high'])}]"]]
+                ["A (shared ids)", a], ["B (shared ids)", b],
+                [f"B − A ({100 * interval['confidence']:.0f}% interval, paired bootstrap, {interval['resamples']})",
+                 delta]]
         if "mcnemar" in score:
             m = score["mcnemar"]
             rows.append(["McNemar (exact)", f"p = {fmt(m['p_value'])} (A right/B wrong {m['a_right_b_wrong']}, "
@@ -110,7 +129,7 @@ def print_comparison(result: Mapping[str, Any]) -> None:
                                            "p50 B", "Δ p50", "p90 Δ", "p99 Δ"],
                     [[r["group"], r["name"], r["count_a"], r["count_b"], fmt(r["mean_a"]), fmt(r["mean_b"]),
                       _delta(r["mean_delta"]), fmt(r["p50_a"]), fmt(r["p50_b"]), _delta(r["p50_delta"]),
-                      _delta(r["p90_delta"]), _delta(r["p99_delta"])] for r in latency])
+                      _delta(r["p90_delta"]), _delta(r["p99_delta"])] for r in latency], optional=COMPARE_OPTIONAL)
 
 
 def _delta(value: float | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, stderr_console
+from orchestra_ops.cli.render import echo_json, stderr_console, wide_option
 
 
 @click.command()
@@ -13,6 +13,7 @@ from orchestra_ops.cli.render import echo_json, stderr_console
               help="Bins per histogram (linear and log-spaced).")
 @click.option("--json", "as_json", is_flag=True, help="Print stats.json instead of tables.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG histograms (faster; the report has no plots).")
+@wide_option
 def analyze(run_dir: str, bins: int, as_json: bool, no_plots: bool) -> None:
     """Per role, model and tool latency stats, histograms and RUN_DIR/analysis/report.html.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.cli.render import echo_json, print_table, wide_option
 from orchestra_ops.errors import ConfigError
 
 
@@ -31,6 +31,7 @@ def _levels(sweep: str | None, concurrency: int) -> list[int]:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Per-request timeout in seconds.")
 @click.option("--max-retries", "attempts", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@wide_option
 def bench(target: str, topology: str | None, model_config: str | None, concurrency: int, requests: int,
           max_tokens: int, sweep: str | None, timeout: float | None, attempts: int, as_json: bool) -> None:
     """Measure TARGET (a role or model): req/s, latency p50/p90/p99 and errors by type."""

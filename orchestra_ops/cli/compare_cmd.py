@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, stderr_console
+from orchestra_ops.cli.render import echo_json, stderr_console, wide_option
 
 
 @click.command()
@@ -16,6 +16,7 @@ from orchestra_ops.cli.render import echo_json, stderr_console
 @click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True,
               help="Bootstrap resamples for the score interval.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed (same seed, same interval).")
+@wide_option
 def compare(run_a: str, run_b: str, require_equivalent: bool, as_json: bool, resamples: int, seed: int) -> None:
     """Did RUN_A and RUN_B do the same work? Then B − A: score (paired 95% interval, McNemar) and latency.
 

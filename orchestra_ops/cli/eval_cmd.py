@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestra_ops.cli.suite_help import SuiteCommand, everyday_options
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.supervise.supervisor import SUPERVISED_ENV
 
@@ -55,6 +56,9 @@ COMMON_OPTIONS: list[click.Option] = [
                       "loaded. Default: each model's routing.affinity in the topology (session)."),
     click.Option(["--no-analyze"], is_flag=True,
                  help="Skip `ops analyze` at the end (stats, histograms, report.html in RUN_DIR/analysis)."),
+    click.Option(["-v", "--verbose"], is_flag=True,
+                 help="Also show the routing table, tool aliases, budgets, sandbox and per-suite score tables "
+                      "(always in RUN_DIR/eval.log)."),
     click.Option(["--progress-every"], type=click.FloatRange(min=0.1), default=5.0, show_default=True,
                  help="Seconds between progress lines."),
     click.Option(["--exec-workers"], type=click.IntRange(min=1),
@@ -138,7 +142,8 @@ def suite_command(name: str, suite: Any) -> click.Command:
     templates = ", ".join(sorted(suite.template_files))
     if templates:
         doc += f"\n\nTemplates (--template NAME=PATH): {templates}."
-    return click.Command(name, params=[*COMMON_OPTIONS, *own], callback=_runner(name, suite), help=doc)
+    return SuiteCommand(name, params=[*COMMON_OPTIONS, *own], callback=_runner(name, suite), help=doc,
+                        everyday=everyday_options(suite))
 
 
 def _click_option(option: Any) -> click.Option:
@@ -163,7 +168,8 @@ def _runner(name: str, suite: Any) -> Callable[..., None]:
         if values["detach"]:
             _detach(name, suite, options, values, ctx)
             return
-        _run(name, suite, options, analyze=not values["no_analyze"])
+        verbose = bool(values["verbose"] or ctx.find_root().params.get("verbose"))
+        _run(name, suite, options, analyze=not values["no_analyze"], verbose=verbose)
 
     return run
 
@@ -191,7 +197,7 @@ def eval_options(values: dict[str, Any], suite_options: dict[str, Any]) -> EvalO
                        affinity=values["affinity"])
 
 
-def _run(name: str, suite: Suite, options: EvalOptions, *, analyze: bool) -> None:
+def _run(name: str, suite: Suite, options: EvalOptions, *, analyze: bool, verbose: bool) -> None:
     """The eval session (orchestra_ops/api/session.py) with this terminal as its console."""
     from orchestra_ops.api import evaluate
     from orchestra_ops.cli.live_progress import live_progress
@@ -200,7 +206,7 @@ def _run(name: str, suite: Suite, options: EvalOptions, *, analyze: bool) -> Non
         return live_progress(tee, progress, f"ops eval {name} · {run_dir}")
 
     evaluate(options, suite, console=click.echo, alert_console=lambda text: click.secho(text, fg="red", bold=True),
-             display=display, analyze=analyze)
+             display=display, analyze=analyze, verbose=verbose)
 
 
 def cache_path(cache: bool, cache_file: str | None, cache_sampled: bool) -> str | None:

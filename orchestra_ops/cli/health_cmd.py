@@ -8,7 +8,7 @@ import time
 import click
 from rich.table import Table
 
-from orchestra_ops.cli.render import describe_part, echo_json, make_table, stderr_console, stdout_console
+from orchestra_ops.cli.render import describe_part, echo_json, make_table, stderr_console, stdout_console, wide_option
 from orchestra_ops.fleet.views import HealthReport
 from orchestra_ops.fleet.views import health as fleet_health
 
@@ -34,7 +34,8 @@ def _table(report: HealthReport) -> Table:
     ready = sum(p.ready for p in report.probes)
     return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
                       ["process", "host:port", "state", *(["part"] if shown else []), "latency", "pid", "model",
-                       "running", "waiting", "kv", "prefix hit", "adapters", "detail"], rows)
+                       "running", "waiting", "kv", "prefix hit", "adapters", "detail"], rows,
+                      optional=("kv", "waiting", "running", "pid", "prefix hit", "latency"))
 
 
 def _node_table(report: HealthReport) -> Table | None:
@@ -84,6 +85,7 @@ def _watch_live(report: HealthReport, every: float) -> HealthReport:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--watch", type=click.FloatRange(min=0.1), metavar="SECONDS",
               help="Probe again every SECONDS until Ctrl-C (on a terminal the table is redrawn in place).")
+@wide_option
 def health(topology: str | None, as_json: bool, watch: float | None) -> None:
     """Probe every process of TOPOLOGY (default: the most recent one up); exit 0 only when all are READY."""
     console = stderr_console()

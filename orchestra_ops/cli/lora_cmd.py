@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import echo_json, print_table, stderr_console, wide_option
 
 
 @click.group("lora")
 def lora() -> None:
     """Serve a LoRA adapter from every replica of a running model, or stop serving it.
 
+    With PEFT's save_pretrained output in ./output, on a fleet that is up (topologies/local.yaml):
+
     \b
-      ops lora load ft ./output --model answer   load into every replica, all or none
-      ops eval gsm8k --model answer --model ft   base and adapter side by side
-      ops lora unload ft                         out of every replica and the endpoints file
+      ops lora load ft ./output --model answer     load into every replica, all or none
+      ops eval gsm8k --model answer --model ft --limit 20 --run-dir runs/gsm8k-ft
+      ops lora list                                what each replica serves
+      ops lora unload ft                           out of every replica and the endpoints file
+
     The model needs `runtime_lora: true` in the topology; adapters in `lora_modules` load at `ops up`.
     """
 
@@ -33,6 +37,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
                    "replica that takes longer fails it, and it is rolled back).")
 @_TOPOLOGY
 @_JSON
+@wide_option
 def load(name: str, path: str, model: str | None, timeout: float, topology: str | None, as_json: bool) -> None:
     """Load adapter NAME from directory PATH into every replica of a running model (all or none)."""
     from orchestra_ops.fleet.lora.runtime import load_adapter
@@ -56,6 +61,7 @@ def load(name: str, path: str, model: str | None, timeout: float, topology: str 
 @click.option("--model", help="Unload from every replica of this model even if `ops lora load` did not load it.")
 @_TOPOLOGY
 @_JSON
+@wide_option
 def unload(name: str, model: str | None, topology: str | None, as_json: bool) -> None:
     """Unload adapter NAME from every replica that serves it; it leaves the endpoints file."""
     from orchestra_ops.fleet.lora.runtime import unload_adapter
@@ -72,6 +78,7 @@ def unload(name: str, model: str | None, topology: str | None, as_json: bool) ->
 @lora.command("list")
 @_TOPOLOGY
 @_JSON
+@wide_option
 def list_(topology: str | None, as_json: bool) -> None:
     """The adapters each model replica serves now (from its /v1/models)."""
     from orchestra_ops.fleet.lora.runtime import list_adapters

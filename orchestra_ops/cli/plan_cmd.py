@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import describe_part, echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import describe_part, echo_json, print_table, stderr_console, wide_option
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.argv_check_nodes import check_file
 from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
@@ -20,6 +20,7 @@ from orchestra_ops.fleet.process_spec import ProcessSpec
 @click.option("--reproduce", is_flag=True, help="Print the shell line that starts each process by hand.")
 @click.option("--check", "check_engines", is_flag=True,
               help="Also have each node's own vLLM parse the exact command of every vLLM model (as `ops up` does).")
+@wide_option
 def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_engines: bool) -> None:
     """Validate TOPOLOGY and list every process `ops up` would start. Starts nothing."""
     topo = load_topology(topology)
@@ -55,7 +56,7 @@ def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_e
     ]
     print_table(f"{launch_plan.name}: {len(rows)} processes, backend {launch_plan.backend}",
                 ["process", "node", "host:port", "gpus", "engine", *(["part"] if layout else []), "serves", "log"],
-                rows)
+                rows, optional=("node", "gpus", "engine"))
     stderr_console().print("full commands: --reproduce (shell lines) or --json")
 
 

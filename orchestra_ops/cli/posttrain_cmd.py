@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.cli.render import echo_json, print_table, wide_option
+from orchestra_ops.core.headline import format_difference, format_score
 
 BLOCK_EXIT = 1
 
@@ -42,15 +43,21 @@ BLOCK_EXIT = 1
 @click.option("--cache-file", type=click.Path(dir_okay=False), help="The response cache's file (implies --cache).")
 @click.option("--cache-sampled", is_flag=True, help="Cache requests with temperature > 0 too.")
 @click.option("--json", "as_json", is_flag=True, help="Print posttrain.json instead of the table.")
+@wide_option
 def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: float, timeout: float, up: bool,
               down: bool, run_dir: str | None, dataset_root: str | None, dataset_dirs: tuple[str, ...],
               concurrency: int, max_tokens: int | None, sample: int | None, seed: int | None, cache: bool,
               cache_file: str | None, cache_sampled: bool, as_json: bool) -> None:
     """Evaluate adapter NAME=DIR against its base model on --datasets and print a pass/block/inconclusive verdict.
 
+    With PEFT's save_pretrained output in ./output, from the repository root:
+
     \b
-      ops posttrain --topology fleet.yaml --up --down --model base --adapter ft=./out/ckpt-200 \\
+      ops posttrain --topology topologies/local.yaml --up --model answer --adapter ft=./output \\
           --datasets gsm8k,mmlu --max-drop 1.0
+
+    On the bundled sets (40 samples each) this exits 6 (inconclusive): the interval is too wide to decide, and
+    the message says about how many paired samples would. Exit 0 pass, 1 block, 6 inconclusive.
     """
     from orchestra_ops.api.training import PosttrainOptions, run_posttrain
     from orchestra_ops.cli.eval_cmd import cache_path
@@ -77,15 +84,11 @@ def posttrain(topology: str, model: str, adapter: str, datasets: str, max_drop: 
 def _render(result: dict[str, Any]) -> None:
     rows = []
     for name, row in result["datasets"].items():
-        ci = row["ci95"]
-        rows.append((name, row["metric"], _pct(row["base"]), _pct(row["adapter"]),
-                     "-" if row["delta"] is None else f"{row['delta']:+.2f}",
-                     "-" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]", row["verdict"] or "-"))
+        low, high = row["ci95"] or (None, None)
+        rows.append((name, row["metric"], format_score(row["base"]), format_score(row["adapter"]),
+                     format_difference(row["delta"], low, high), row["verdict"] or "-"))
     adapter = result["adapter"]["name"]
     print_table(f"{adapter} vs {result['base']} (max drop {result['max_drop']:g} points)",
-                ["dataset", "metric", result["base"], adapter, "delta", "95% CI", "verdict"], rows)
+                ["dataset", "metric", result["base"], adapter, f"{adapter} − {result['base']} (95% CI)", "verdict"],
+                rows, whole=(f"{adapter} − {result['base']} (95% CI)",))
     click.echo(f"verdict: {result['verdict'].upper()}  ({result['run_dir']}/posttrain.json)")
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"

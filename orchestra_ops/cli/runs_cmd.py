@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table
-from orchestra_ops.runner.progress import format_duration
+from orchestra_ops.cli.render import echo_json, print_table, wide_option
+from orchestra_ops.runner.progress import format_duration, format_wall
 from orchestra_ops.supervise.runs import ACTIVE, RunRow, list_runs, resolve_run, stop_run
 
 ROOT_OPTION = click.option("--root", default="runs", show_default=True, type=click.Path(file_okay=False),
@@ -15,8 +15,9 @@ ROOT_OPTION = click.option("--root", default="runs", show_default=True, type=cli
 @click.command("runs")
 @ROOT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@wide_option
 def runs(root: str, as_json: bool) -> None:
-    """Every run under --root: suite, topology, state, done/failed/total, rate, ETA, where it runs.
+    """Every run under --root: state, score ± its 95 % interval, done/failed/total, elapsed, rate, ETA, where.
 
     States: running, stalled, restarting, waiting (for the fleet), stopped, crashed, finished, unreadable.
     A state shown with `?` is the one recorded: it could not be checked (a slurm controller that does not answer).
@@ -28,8 +29,9 @@ def runs(root: str, as_json: bool) -> None:
     if not rows:
         click.echo(f"no runs under {root}/")
         return
-    print_table(f"runs under {root}/", ["run", "suite", "topology", "state", "done", "failed", "total", "rate",
-                                        "ETA", "where", "attempts"], [_cells(row) for row in rows])
+    print_table(f"runs under {root}/", ["run", "suite", "state", "score", "elapsed", "done", "failed", "rate", "ETA",
+                                        "topology", "where", "attempts"], [_cells(row) for row in rows],
+                optional=("attempts", "where", "topology", "rate", "ETA", "suite", "failed"), whole=("score",))
     for row in rows:
         if row.state == "stalled" and row.stall:
             click.echo(f"{row.name}: stalled, no task finished for {row.stall.get('since_s')} s; "
@@ -41,10 +43,11 @@ def runs(root: str, as_json: bool) -> None:
 
 
 def _cells(row: RunRow) -> list[str]:
-    return [row.name, row.suite or "?", row.topology or "?", f"{row.state}?" if row.unconfirmed else row.state,
-            str(row.done), str(row.failed),
-            "?" if row.total is None else str(row.total), "" if row.rate is None else f"{row.rate:.1f}/s",
-            "" if row.eta_s is None else format_duration(row.eta_s), row.where, str(row.attempts)]
+    return [row.name, row.suite or "?", f"{row.state}?" if row.unconfirmed else row.state, row.score or "",
+            "" if row.elapsed_s is None else format_wall(row.elapsed_s),
+            f"{row.done}/{'?' if row.total is None else row.total}", str(row.failed),
+            "" if row.rate is None else f"{row.rate:.1f}/s", "" if row.eta_s is None else format_duration(row.eta_s),
+            row.topology or "?", row.where, str(row.attempts)]
 
 
 @click.command("stop")

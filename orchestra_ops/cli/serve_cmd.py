@@ -28,4 +28,7 @@ class LazyServeGroup(click.Group):
 
 @click.group(cls=LazyServeGroup)
 def serve() -> None:
-    """Run one server of the fleet in the foreground (what `ops up` starts for you)."""
+    """Run a server in the foreground: `gateway` (one OpenAI-compatible URL over the fleet), or what `ops up` starts.
+
+    `ops serve gateway` puts one URL in front of the fleet for harnesses that are not ours; `sim` and `retrieval`
+    are what `ops up` starts for you."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.cli.render import echo_json, print_table, wide_option
 from orchestra_ops.fleet.views import gateway_url
 from orchestra_ops.fleet.views import status as fleet_status
 
@@ -12,6 +12,7 @@ from orchestra_ops.fleet.views import status as fleet_status
 @click.command()
 @click.argument("topology", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@wide_option
 def status(topology: str | None, as_json: bool) -> None:
     """Show the processes of TOPOLOGY (default: the most recent one up) on every node."""
     report = fleet_status(topology)
@@ -22,7 +23,8 @@ def status(topology: str | None, as_json: bool) -> None:
              "-" if p.uptime_s is None else f"{p.uptime_s:.0f} s", f"{p.host or '?'}:{p.port}", p.log)
             for p in report.processes]
     print_table(f"{report.state.name} ({report.state.status})",
-                ["process", "node", "backend", "pid", "alive", "state", "uptime", "host:port", "log"], rows)
+                ["process", "node", "backend", "pid", "alive", "state", "uptime", "host:port", "log"], rows,
+                optional=("backend", "uptime", "node", "alive", "pid"))
     notes = [(n.name, n.backend, n.host or "-", n.state or "-", n.problem or "") for n in report.nodes
              if n.state or n.problem]
     if notes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -21,6 +22,7 @@ class _ProgressLine:
         self.console = stderr_console()
         self.status = self.console.status("launching…") if self.console.is_terminal else None
         self.last: tuple[int, str] | None = None
+        self.started = time.monotonic()  # seconds shown count the whole command, as "ready in" does
 
     def __enter__(self) -> _ProgressLine:
         if self.status is not None:
@@ -38,11 +40,12 @@ class _ProgressLine:
         text += f"; waiting on {slowest}{more}" if slowest else ""
         if progress.nodes:  # nodes without a host yet: a slurm job's state and pending reason
             text += f" [{'; '.join(progress.nodes)}]"
+        elapsed = time.monotonic() - self.started
         if self.status is not None:
-            self.status.update(escape(f"{text} ({progress.elapsed_s:.0f} s)"))
+            self.status.update(escape(f"{text} ({elapsed:.0f} s)"))
         elif self.last != (progress.ready, text):
             self.last = (progress.ready, text)
-            self.console.print(f"[{progress.elapsed_s:5.1f} s] {text}", highlight=False, markup=False)
+            self.console.print(f"[{elapsed:5.1f} s] {text}", highlight=False, markup=False)
 
 
 class _IndexProgress:
@@ -74,7 +77,11 @@ class _IndexProgress:
 @click.option("--tmux-socket", help="tmux server socket name (tmux -L NAME) for tmux sessions, here and on ssh nodes.")
 def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool, replace: bool,
        keep_on_failure: bool, endpoints_out: Path | None, tmux_socket: str | None) -> None:
-    """Launch every process of TOPOLOGY, wait until all are serving, write the endpoints file."""
+    """Launch every process of TOPOLOGY, wait until all are serving, write the endpoints file.
+
+    On a fleet of TOPOLOGY that is up and serving as the file says, nothing starts: "already up", exit 0
+    (so `ops up X && ops eval …` runs twice); processes that died are restarted, the others kept.
+    """
     console = stderr_console()
     options = UpOptions(backend=backend, timeout_s=timeout, wait=not no_wait, replace=replace,
                         keep_on_failure=keep_on_failure, endpoints_out=endpoints_out, tmux_socket=tmux_socket)
@@ -91,7 +98,11 @@ def up(topology: str, backend: str | None, timeout: float | None, no_wait: bool,
     for name in result.external:
         console.print(f"warning: {name}: its port serves the model but not from the process ops started "
                       "(started by hand?); left alone", highlight=False, markup=False)
-    if result.restarted:
+    if result.already_up:
+        ready = f"{len(state.processes)}/{len(state.processes)} ready" if result.ready_s is not None else \
+            f"{len(state.processes)} processes running (not waiting: `ops health`)"
+        console.print(f"{state.name}: already up, {ready}", highlight=False, markup=False)
+    elif result.restarted:
         console.print(f"{state.name}: restarted {', '.join(result.restarted)} (ready in {result.ready_s or 0:.1f} s); "
                       f"{len(result.kept)} kept running", highlight=False, markup=False)
     elif result.ready_s is not None:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from orchestra_ops.client.affinity import Affinity, AffinityMode
 from orchestra_ops.client.pricing import Price
 from orchestra_ops.config.topology import ModelSpec, Pricing, Topology
+from orchestra_ops.core.suggest import did_you_mean
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.endpoints import Endpoints
 
@@ -65,6 +66,7 @@ class Routing:
     targets: Mapping[str, Target]
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     aliases: Mapping[str, str] = field(default_factory=dict)  # tool alias -> role or target key (topology aliases:)
+    runtime_lora: tuple[str, ...] = ()  # model keys that take `ops lora load` (runtime_lora: true)
     workdir: str | None = None  # where the fleet was started (relative model and adapter paths are from there)
     declared: bool = True  # targets come from a topology (False: an endpoints file, which says only names)
 
@@ -79,12 +81,26 @@ class Routing:
             return "", served[0]
         roles = ", ".join(sorted(self.roles)) or "none"
         keys = ", ".join(sorted(self.targets)) or "none"
+        hint = did_you_mean(name, [*self.roles, *self.targets])
+        if not hint and self.runtime_lora:
+            hint = f"; an adapter? load it first: `ops lora load {name} DIR --model {self.runtime_lora[0]}`"
         raise ConfigError(f"'{name}' is neither a role nor a declared model or provider of {self.source} "
-                          f"(roles: {roles}; models/providers: {keys}); nothing undeclared is ever called")
+                          f"(roles: {roles}; models/providers: {keys}); nothing undeclared is ever called{hint}")
 
-    def chat_target(self, name: str) -> Target:
-        """The target a chat call to `name` goes to; an error if it cannot take chat calls."""
-        _, target = self.resolve(name)
+    def chat_target(self, name: str, *, flag: str | None = None, avoid: tuple[str, ...] = (),
+                    purpose: str = "") -> Target:
+        """The target a chat call to `name` goes to; an error if it cannot take chat calls.
+
+        `flag`: the suite's option that sets `name` (e.g. `--user`); when `name` is a role the routing lacks,
+        the error names that flag with a model to try (one not among `avoid`, the other names the run calls)
+        and says what the role is for (`purpose`, e.g. "the user simulator").
+        """
+        try:
+            _, target = self.resolve(name)
+        except ConfigError:
+            if flag is None or name in self.targets:
+                raise
+            raise ConfigError(self._missing_role(name, flag, avoid, purpose)) from None
         if target.kind == "service":
             raise ConfigError(f"'{name}' is the service '{target.name}', not a chat model")
         if target.adapter_of and not target.addresses:
@@ -95,6 +111,17 @@ class Routing:
             raise ConfigError(f"model '{target.name}' (served as '{target.served_name}') has no replicas in "
                               f"{self.endpoints_file}; run `ops up` for this topology")
         return target
+
+    def _missing_role(self, name: str, flag: str, avoid: tuple[str, ...], purpose: str) -> str:
+        taken = {self.resolve(n)[1].name for n in avoid if n in self.roles or n in self.targets}
+        chat = [key for key, t in self.targets.items() if t.kind != "service" and not t.adapter_of]
+        example = next((key for key in chat if key not in taken), chat[0] if chat else "MODEL")
+        roles = ", ".join(sorted(self.roles)) or "none"
+        what = f" ({purpose})" if purpose else ""
+        return (f"no role '{name}'{what} in {self.source}: name the model it goes to with {flag}, e.g. "
+                f"`{flag} {example}` "
+                f"(roles: {roles}; models/providers: {', '.join(chat) or 'none'}), or add `{name}: MODEL` "
+                "under roles:")
 
     def secret_variables(self) -> list[str]:
         """The `api_key_env` variable of every provider declared (called by this run or not): what a run redacts."""
@@ -152,7 +179,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
     roles = {role: key for role, key in topology.roles.items() if key in targets}
     return Routing(source=source, name=topology.name, endpoints_file=endpoints_file, roles=roles,
                    targets=targets, request_timeout_s=topology.defaults.request_timeout_s,
-                   aliases=dict(topology.aliases), workdir=workdir)
+                   aliases=dict(topology.aliases), workdir=workdir,
+                   runtime_lora=tuple(key for key, model in topology.models.items() if model.runtime_lora))
 
 
 def engine_arg(argv: Sequence[str], flag: str) -> str | None:

@@ -16,6 +16,7 @@ from orchestra_ops.config.lora_checks import check_lora
 from orchestra_ops.config.placement import place_cpus, place_gpus
 from orchestra_ops.config.port_checks import port_problems
 from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
+from orchestra_ops.core.suggest import did_you_mean
 
 Problem = tuple[tuple[Any, ...], str]
 
@@ -114,7 +115,8 @@ def _nodes_exist(topology: Topology) -> Iterator[Problem]:
     for section, items in (("models", topology.models), ("services", topology.services)):
         for key, item in items.items():
             if item.node not in topology.nodes:
-                yield (section, key, "node"), f"'{item.node}' is not a declared node (nodes: {known})"
+                hint = did_you_mean(item.node, topology.nodes)
+                yield (section, key, "node"), f"'{item.node}' is not a declared node{hint} (nodes: {known})"
     for key, service in topology.services.items():
         node = topology.nodes.get(service.node)
         if node is not None and node.hosts:
@@ -196,7 +198,8 @@ def _roles(topology: Topology) -> Iterator[Problem]:
     for role, target in topology.roles.items():
         if target not in targets:
             known = ", ".join(targets) or "nothing is declared"
-            yield ("roles", role), f"'{target}' names no model, service or provider ({known})"
+            hint = did_you_mean(target, targets)
+            yield ("roles", role), f"'{target}' names no model, service or provider{hint} ({known})"
 
 
 def _aliases(topology: Topology) -> Iterator[Problem]:
@@ -210,7 +213,8 @@ def _aliases(topology: Topology) -> Iterator[Problem]:
                 yield ("aliases", alias), f"role '{target}' names the service '{topology.roles[target]}', not a model"
         elif target not in chat:
             known = ", ".join(sorted(set(topology.roles) | chat)) or "nothing is declared"
-            yield ("aliases", alias), f"'{target}' names no role, model or provider ({known})"
+            hint = did_you_mean(target, set(topology.roles) | chat)
+            yield ("aliases", alias), f"'{target}' names no role, model or provider{hint} ({known})"
 
 
 def _names(topology: Topology) -> Iterator[Problem]:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from orchestra_ops.config.checks import check_topology
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import PositionedYaml, load_positioned
+from orchestra_ops.core.suggest import closest
 from orchestra_ops.errors import TopologyError
 
 
@@ -73,8 +74,11 @@ def _describe(doc: PositionedYaml, err: Any) -> str:
     loc = tuple(err["loc"])
     kind = err["type"]
     if kind == "extra_forbidden":
-        valid = ", ".join(_fields_at(loc[:-1])) or "none"
-        return doc.where(loc, f"unknown key '{loc[-1]}'; valid keys: {valid}")
+        fields = _fields_at(loc[:-1])
+        match = closest(str(loc[-1]), fields)
+        if match is not None:
+            return doc.where(loc, f"unknown key '{loc[-1]}'; did you mean `{match}`?")
+        return doc.where(loc, f"unknown key '{loc[-1]}'; valid keys: {', '.join(fields) or 'none'}")
     if kind == "missing":
         return doc.where(loc, "required")
     if kind == "literal_error":

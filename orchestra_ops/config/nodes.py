@@ -15,7 +15,7 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SshSettings(Strict):
@@ -27,15 +27,26 @@ class SshSettings(Strict):
     """
 
     user: str | None = None
-    port: Port | None = None  # default: ~/.ssh/config, else 22
-    identity_file: str | None = None  # default: the ssh agent and ~/.ssh/id_*
-    jump: str | None = None  # a jump host, `[user@]host[:port]` (ProxyJump)
+    """The ssh user (default: ~/.ssh/config, else yours)."""
+    port: Port | None = None
+    """The ssh port (default: ~/.ssh/config, else 22)."""
+    identity_file: str | None = None
+    """A private key file (default: the ssh agent and ~/.ssh/id_*)."""
+    jump: str | None = None
+    """A jump host, `[user@]host[:port]` (ProxyJump)."""
     known_hosts: str | None = None
+    """The known_hosts file checked against (default ~/.ssh/known_hosts)."""
     host_key_check: Literal["strict", "accept-new"] = "strict"
+    """`strict`: only a host whose key is in known_hosts; `accept-new`: also record a host never seen before.
+    A changed key is always refused."""
     connect_timeout_s: float = Field(10.0, gt=0)
-    tmux_socket: str | None = None  # tmux -L NAME on the node (default: the default tmux server)
-    workdir: str | None = None  # where processes start and relative log paths live (default: home)
-    python: str = "python3"  # runs the small stdlib helper that checks, polls and stops processes there
+    """Seconds to wait for the ssh connection."""
+    tmux_socket: str | None = None
+    """`tmux -L NAME` on the node (default: the default tmux server)."""
+    workdir: str | None = None
+    """Where processes start and relative log paths live on the node (default: the home directory)."""
+    python: str = "python3"
+    """The Python on the node that runs ops' small stdlib helper (checks, polls and stops processes there)."""
 
     @field_validator("user", "identity_file", "jump", "known_hosts", "tmux_socket", "workdir", "python")
     @classmethod
@@ -52,16 +63,26 @@ SBATCH_WORD = re.compile(r"^[^\s#'\"\\]+$")
 class SlurmSettings(Strict):
     """One sbatch job per node: its `#SBATCH` lines. `extra_args` are more of them, e.g. `--constraint=a100`."""
 
-    partition: str | None = None  # default: the cluster's default partition
-    gpus: int = Field(0, ge=0)  # --gres=gpu:N
-    nodes: int = Field(1, ge=1)  # --nodes=N (a model across them: config/parallel.py)
+    partition: str | None = None
+    """The partition (default: the cluster's default partition)."""
+    gpus: int = Field(0, ge=0)
+    """GPUs of the job (`--gres=gpu:N`)."""
+    nodes: int = Field(1, ge=1)
+    """Nodes of the job (`--nodes=N`; a model across them runs through Ray: config/parallel.py)."""
     time: str = "1:00:00"
+    """The time limit, quoted: MINUTES, "HH:MM:SS", "D-HH" or "D-HH:MM:SS"."""
     account: str | None = None
+    """`--account`."""
     qos: str | None = None
+    """`--qos`."""
     exclusive: bool = False
+    """`--exclusive`: the node is not shared with other jobs."""
     cpus_per_task: int | None = Field(None, ge=1)
+    """`--cpus-per-task`."""
     mem: str | None = None
+    """`--mem`, e.g. `64G`."""
     extra_args: list[str] = Field(default_factory=list)
+    """More `#SBATCH` options, each one word, e.g. `--constraint=a100`."""
 
     @field_validator("partition", "account", "qos", "mem")
     @classmethod
@@ -110,13 +131,21 @@ class Node(Strict):
     """
 
     host: str | None = None
-    hosts: list[str] | None = Field(None, min_length=2)  # one node over several machines (config/parallel.py)
-    gpus: int | None = Field(None, ge=0)  # per host
-    cpus: int | None = Field(None, ge=1)  # cores for CPU vLLM replicas (checked when given)
+    """The machine (`localhost` for this one; another host is reached over ssh). A node has `host` or `slurm`."""
+    hosts: list[str] | None = Field(None, min_length=2)
+    """One node over several machines (a model's stages across them run through Ray: config/parallel.py)."""
+    gpus: int | None = Field(None, ge=0)
+    """GPUs on the machine, per host of `hosts:` (replicas are placed on them; checked)."""
+    cpus: int | None = Field(None, ge=1)
+    """Cores for CPU vLLM replicas (`gpus_per_replica: 0`; checked when given)."""
     bind: str | None = None
-    vllm_command: list[str] | None = Field(None, min_length=1)  # this node's vLLM (e.g. a venv's bin/vllm)
+    """The address its servers listen on (default: loopback on this machine, 0.0.0.0 elsewhere)."""
+    vllm_command: list[str] | None = Field(None, min_length=1)
+    """This node's vLLM command (e.g. a venv's `bin/vllm`; default: `defaults.vllm_command`)."""
     ssh: SshSettings | None = None
+    """How ops reaches the host over ssh (unset fields: ~/.ssh/config)."""
     slurm: SlurmSettings | None = None
+    """A slurm allocation instead of a fixed host: one sbatch job for the node; the host is known when it runs."""
 
     @field_validator("bind")
     @classmethod

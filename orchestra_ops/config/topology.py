@@ -24,34 +24,53 @@ KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Defaults(Strict):
     ulimit_nofile: int = Field(65536, ge=1024)
-    log_dir: str | None = None  # default: <OPS_HOME>/<name>/logs
+    """`ulimit -n` for every process ops starts (capped at the hard limit, with a warning)."""
+    log_dir: str | None = None
+    """Where process logs go (default: `$OPS_HOME/<name>/logs`)."""
     ready_timeout_s: float = Field(900, gt=0)
+    """Seconds `ops up` waits for every process to serve."""
     request_timeout_s: float = Field(600, gt=0)
+    """Seconds per model call when neither the model nor `--timeout` says."""
     vllm_cache_root: str = "/tmp/orchestra-ops/vllm-cache"
-    vllm_command: list[str] = Field(default_factory=lambda: ["vllm"], min_length=1)  # a node's or model's wins
+    """Parent of each replica's own `VLLM_CACHE_ROOT`."""
+    vllm_command: list[str] = Field(default_factory=lambda: ["vllm"], min_length=1)
+    """The vLLM command (a node's or model's `vllm_command` wins)."""
     ops_command: list[str] = Field(default_factory=lambda: ["ops"], min_length=1)
+    """The `ops` command the nodes run (the simulated engine, the retrieval server)."""
 
 
 class SimSettings(Strict):
     """How the simulated engine behaves (`engine: sim`); see `ops serve sim --help`."""
 
     latency_ms: float = Field(20.0, ge=0)
-    prefill_ms_per_token: float = Field(0.0, ge=0)  # per prompt token its prefix cache did not hold
+    """Fixed latency of every request."""
+    prefill_ms_per_token: float = Field(0.0, ge=0)
+    """More latency per prompt token its prefix cache did not hold."""
     decode_ms_per_token: float = Field(0.0, ge=0)
-    decode_slowdown: float = Field(0.0, ge=0)  # decode x (1 + this * (requests in flight - 1))
-    prefix_cache_tokens: int = Field(65536, ge=0)  # the replica's prefix-cache capacity
+    """More latency per completion token."""
+    decode_slowdown: float = Field(0.0, ge=0)
+    """Decode slows with the requests in flight: decode x (1 + this x (requests in flight - 1))."""
+    prefix_cache_tokens: int = Field(65536, ge=0)
+    """The replica's prefix-cache capacity in tokens."""
     jitter: float = Field(0.0, ge=0, le=1)
+    """Random share of the latency (0..1), seeded."""
     startup_delay_s: float = Field(0.0, ge=0)
-    fail: str | None = None  # "500:0.05,429:0.02"
+    """Seconds before it serves (like a model loading)."""
+    fail: str | None = None
+    """Error rates per status, `STATUS:RATE,…`, e.g. `500:0.05,429:0.02`."""
     malformed_rate: float = Field(0.0, ge=0, le=1)
+    """Share of judge replies that do not parse."""
     hang_rate: float = Field(0.0, ge=0, le=1)
+    """Share of requests that never answer."""
     crash_after: int | None = Field(None, ge=1)
+    """Exit after this many requests."""
     seed: int = 0
+    """Seed of every random choice (the same seed, the same replies)."""
 
     @field_validator("fail")
     @classmethod
@@ -69,7 +88,10 @@ class Pricing(Strict):
     """What a call costs, in USD per million tokens (client/pricing.py); `--max-cost` and the usage tables read it."""
 
     input_per_mtok: float = Field(ge=0)
+    """USD per million prompt tokens."""
     output_per_mtok: float = Field(ge=0)
+    """USD per million completion tokens."""
+
 
 class ModelRouting(Strict):
     """`routing:` how the client spreads a model's calls over its replicas (client/affinity.py).
@@ -80,42 +102,74 @@ class ModelRouting(Strict):
     """
 
     affinity: Literal["session", "none"] = "session"
+    """`session`: a session's calls stay on one replica (under the load bound); `none`: the least loaded."""
     load_factor: float = Field(1.25, ge=1.0, allow_inf_nan=False)
+    """The load bound: at most ceil(load_factor * mean) calls in flight per replica."""
 
 
 class ModelSpec(Strict):
     model: str = Field(min_length=1)
+    """The checkpoint: a hub id or a path (what vLLM serves)."""
     engine: Literal["vllm", "sim"] = "vllm"
+    """`vllm`, or `sim`: the simulated engine (same ports, health and endpoints file; no GPU)."""
     node: str
+    """The node (under `nodes:`) its replicas run on."""
     replicas: int = Field(1, ge=1, le=1024)
+    """Data-parallel replicas: one server each, on ports `port`, `port+1`, …"""
     gpus_per_replica: int = Field(1, ge=0)
-    gpus: list[Annotated[int, Field(ge=0)]] | None = None  # explicit GPU indices, in replica order
+    """GPUs per replica (>1: tensor parallel inside it; 0: the CPU build of vLLM)."""
+    gpus: list[Annotated[int, Field(ge=0)]] | None = None
+    """Explicit GPU indices, in replica order (default: placed by ops)."""
     port: Port
+    """The first replica's port."""
     served_model_name: str | None = None
+    """The name clients send as `model` (default: `model`)."""
     tool_parser: str | None = None
-    reasoning_parser: str | None = None  # vLLM's --reasoning-parser (reasoning goes to message.reasoning)
-    vllm_command: list[str] | None = Field(None, min_length=1)  # default: the node's, then defaults.vllm_command
-    cpus_per_replica: int | None = Field(None, ge=1)  # the CPU build of vLLM (gpus_per_replica: 0): cores each
+    """vLLM's `--tool-call-parser` (implies `--enable-auto-tool-choice`; checked against the model family)."""
+    reasoning_parser: str | None = None
+    """vLLM's `--reasoning-parser` (reasoning goes to `message.reasoning`)."""
+    vllm_command: list[str] | None = Field(None, min_length=1)
+    """This model's vLLM command (default: the node's, then `defaults.vllm_command`)."""
+    cpus_per_replica: int | None = Field(None, ge=1)
+    """Cores per replica of the CPU build of vLLM (`gpus_per_replica: 0`)."""
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    """vLLM's `--gpu-memory-utilization` (summed per GPU, checked ≤ 1)."""
     max_model_len: int | None = Field(None, ge=1)
+    """vLLM's `--max-model-len`; the context budgets of a suite read it."""
     request_defaults: dict[str, Any] = Field(default_factory=dict)
-    request_timeout_s: float | None = Field(None, gt=0)  # per call to this model; default: defaults.request_timeout_s
-    tokenizer: str | None = None  # "estimate", or a tokenizer dir / tokenizer.json for context budgets
+    """Merged into every request to it, e.g. `chat_template_kwargs: {enable_thinking: false}`."""
+    request_timeout_s: float | None = Field(None, gt=0)
+    """Seconds per call to this model (default: `defaults.request_timeout_s`)."""
+    tokenizer: str | None = None
+    """What counts context budgets: `estimate`, a tokenizer dir or `tokenizer.json` (default: the checkpoint
+    dir, else the replicas' `/tokenize`)."""
     engine_args: list[str] = Field(default_factory=list)
+    """More vLLM arguments, e.g. `[--dtype, bfloat16]` (checked by vLLM itself before launch)."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of its processes."""
     sim: SimSettings | None = None
+    """How the simulated engine behaves (`engine: sim`)."""
     routing: ModelRouting = Field(default_factory=ModelRouting)
+    """How calls spread over the replicas (affinity, load_factor)."""
     # LoRA adapters (orchestra_ops/lora): name -> adapter directory (relative: to where `ops` runs)
     lora_modules: dict[str, str] = Field(default_factory=dict)
-    max_lora_rank: int | None = Field(None, ge=1)  # vLLM's --max-lora-rank (its default: 16)
-    max_loras: int | None = Field(None, ge=1)  # adapters in one batch (vLLM's --max-loras, default 1)
-    runtime_lora: bool = False  # `ops lora load/unload` (sets VLLM_ALLOW_RUNTIME_LORA_UPDATING)
-    pricing: Pricing | None = None  # USD per million tokens (a self-hosted model's own accounting; adapters share it)
-    # Bigger than one GPU or host, vLLM's own data parallelism (config/parallel.py): `replicas` is the DP size
-    tensor_parallel: int | None = Field(None, ge=1)  # default: gpus_per_replica (on a CPU node: ranks of 1 core)
-    pipeline_parallel: int = Field(1, ge=1)  # stages; across the hosts of a `hosts:` node through Ray
+    """LoRA adapters served from the start: name -> adapter directory (relative: to where ops runs)."""
+    max_lora_rank: int | None = Field(None, ge=1)
+    """vLLM's `--max-lora-rank` (its default: 16)."""
+    max_loras: int | None = Field(None, ge=1)
+    """Adapters in one batch (vLLM's `--max-loras`, default 1)."""
+    runtime_lora: bool = False
+    """Allow `ops lora load/unload` (sets `VLLM_ALLOW_RUNTIME_LORA_UPDATING`)."""
+    pricing: Pricing | None = None
+    """USD per million tokens (a self-hosted model's own accounting; its adapters share it)."""
+    tensor_parallel: int | None = Field(None, ge=1)
+    """Ranks of one server (default: `gpus_per_replica`; on a CPU node: ranks of one core each)."""
+    pipeline_parallel: int = Field(1, ge=1)
+    """Pipeline stages (across the hosts of a `hosts:` node or a slurm job's nodes, through Ray)."""
     data_parallel: DataParallel = Field(default_factory=DataParallel)
-    ray: RaySettings | None = None  # its Ray cluster's ports (stages across hosts; on one host: use Ray there)
+    """How `replicas` (the data-parallel size) is served: one server each, or vLLM's own data parallelism."""
+    ray: RaySettings | None = None
+    """Its Ray cluster's ports (stages across hosts; on one host: vLLM's Ray executor there)."""
 
     @property
     def served_name(self) -> str:
@@ -132,31 +186,52 @@ class ModelSpec(Strict):
 
 class RetrievalService(Strict):
     kind: Literal["retrieval"]
+    """`retrieval`: a micro-batching FAISS retrieval server (`ops serve retrieval`)."""
     node: str
+    """The node it runs on."""
     port: Port
-    gpu: int | None = Field(None, ge=0)  # None: the encoder runs on the CPU
-    index_dir: str | None = None  # default: <state dir>/index/<service> (indexes.py); relative: to where ops runs
-    corpus: str | None = None  # a JSONL (id, content): a missing index is built from it at `ops up` (indexes.py)
+    """Its port."""
+    gpu: int | None = Field(None, ge=0)
+    """The GPU of its encoder (default: the CPU)."""
+    index_dir: str | None = None
+    """Its index (`eval.index` + `eval.jsonl`; default: `<state dir>/index/<service>`; relative: to where ops runs)."""
+    corpus: str | None = None
+    """A JSONL of `id`, `content`: a missing index is built from it at `ops up`."""
     encoder: str | None = None
+    """A sentence-transformers model by path (default: all-MiniLM-L6-v2, offline)."""
     max_batch_size: int = Field(64, ge=1)
+    """Queries encoded and searched at once."""
     max_wait_ms: float = Field(5.0, ge=0)
+    """The longest a query waits for its batch to fill."""
     max_queue: int = Field(4096, ge=1)
+    """Queries waiting; beyond it: 503 with Retry-After."""
     batching: bool = True
+    """Micro-batching on (off: one query at a time)."""
     examples: str | None = None
+    """A JSON map `eid` -> allowed document ids: a request with an `eid` returns only those."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of its process."""
 
 
 class Provider(Strict):
     """An external OpenAI-compatible API. The key is read from `api_key_env` at call time."""
 
     kind: Literal["openai"] = "openai"
+    """`openai`: an OpenAI-compatible API."""
     model: str
+    """The model name it is asked for."""
     base_url: str
+    """Its base URL, e.g. `https://api.openai.com/v1`."""
     api_key_env: str | None = None
+    """The environment variable that holds its key, read at call time (never the key itself)."""
     max_concurrency: int = Field(32, ge=1)
+    """Calls in flight to it at once."""
     request_defaults: dict[str, Any] = Field(default_factory=dict)
-    request_timeout_s: float | None = Field(None, gt=0)  # per call; default: defaults.request_timeout_s
-    pricing: Pricing | None = None  # USD per million tokens
+    """Merged into every request to it."""
+    request_timeout_s: float | None = Field(None, gt=0)
+    """Seconds per call (default: `defaults.request_timeout_s`)."""
+    pricing: Pricing | None = None
+    """USD per million tokens, for cost in scores.json and --max-cost."""
 
     @field_validator("api_key_env")
     @classmethod
@@ -171,10 +246,15 @@ class GatewaySettings(Strict):
     machine once every model serves, and `ops down` stops it (orchestra_ops/gateway)."""
 
     port: Port
-    bind: str = "127.0.0.1"  # anything but loopback needs api_key_env when a provider's key would be injected
-    node: str | None = None  # a node on this machine (default: the first one the topology declares)
-    api_key_env: str | None = None  # clients send `Authorization: Bearer $VAR`
-    cache: bool = False  # answer repeated temperature-0 requests from the response cache
+    """The port it listens on."""
+    bind: str = "127.0.0.1"
+    """The address it listens on; anything but loopback needs `api_key_env` when a provider's key would be sent."""
+    node: str | None = None
+    """A node on this machine (default: the first one the topology declares)."""
+    api_key_env: str | None = None
+    """The variable holding the token clients send as `Authorization: Bearer $VAR`."""
+    cache: bool = False
+    """Answer repeated temperature-0 requests from the response cache."""
 
     @field_validator("api_key_env")
     @classmethod
@@ -188,6 +268,7 @@ class EvalSettings(Strict):
     """`eval:` how `ops eval --detach slurm` runs the eval itself: an sbatch job of its own, CPU only."""
 
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    """The sbatch settings of `ops eval --detach slurm` (CPU only; `--walltime` overrides `time`)."""
 
     @field_validator("slurm")
     @classmethod
@@ -199,18 +280,28 @@ class EvalSettings(Strict):
 
 class Topology(Strict):
     name: str
-    # how nodes on this machine run their processes (local | tmux); slurm nodes and nodes on other
-    # hosts choose their own backend (see Node). `slurm` says every node is a slurm node.
+    """Its name: the state dir `.ops/<name>/` and default run dirs `runs/<suite>-<name>/`."""
     backend: Literal["local", "tmux", "slurm"] = "local"
+    """How nodes on this machine run their processes: `local` (children) or `tmux`; `slurm`: every node is a
+    slurm node."""
     defaults: Defaults = Field(default_factory=Defaults)
+    """Settings every process and call shares."""
     nodes: dict[str, Node] = Field(min_length=1)
+    """Where processes run: a machine (`host`) or a slurm allocation (`slurm`)."""
     models: dict[str, ModelSpec] = Field(default_factory=dict)
+    """The models ops serves: a key (what roles name) -> its replicas."""
     services: dict[str, RetrievalService] = Field(default_factory=dict)
+    """Servers besides the models (the retrieval index)."""
     providers: dict[str, Provider] = Field(default_factory=dict)
+    """External APIs, declared (nothing is routed by an environment variable)."""
     roles: dict[str, str] = Field(default_factory=dict)
-    aliases: dict[str, str] = Field(default_factory=dict)  # tool alias (search-1, …) -> role or model/provider key
-    eval: EvalSettings | None = None  # the detached eval's own sbatch job (detach.py)
-    gateway: GatewaySettings | None = None  # `ops serve gateway` started and stopped with the fleet
+    """What a suite asks for (`judge`, `candidate`, …) -> a model, service, provider or adapter key."""
+    aliases: dict[str, str] = Field(default_factory=dict)
+    """A tool alias (`search-1`, …) -> a role or model key (hle, frames, tau2's toolorchestra protocol)."""
+    eval: EvalSettings | None = None
+    """How `ops eval --detach slurm` runs the eval itself."""
+    gateway: GatewaySettings | None = None
+    """`ops serve gateway` started and stopped with the fleet: one OpenAI-compatible URL over it."""
 
     @property
     def gateway_node(self) -> str | None:

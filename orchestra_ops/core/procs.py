@@ -46,6 +46,15 @@ def start_time(pid: int) -> float:
     return psutil.Process(pid).create_time()
 
 
+def lineage(pid: int) -> list[psutil.Process]:
+    """The live process `pid` and its ancestors, nearest first (empty when it is gone)."""
+    try:
+        proc = psutil.Process(pid)
+        return [proc, *proc.parents()]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
 def process_tree(proc: psutil.Process) -> list[psutil.Process]:
     """`proc` and all its live descendants."""
     try:

@@ -39,7 +39,7 @@ from orchestra_ops.fleet.indexes import build as build_index
 from orchestra_ops.fleet.node_groups import node_groups
 from orchestra_ops.fleet.plan import LaunchPlan, plan
 from orchestra_ops.fleet.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
-from orchestra_ops.fleet.repair import restart, split_running, survey
+from orchestra_ops.fleet.repair import refuse_changes, restart, split_running, survey
 from orchestra_ops.fleet.state import FleetState, read_state, resolve_name, write_state
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ class UpResult:
     restarted: list[str] = field(default_factory=list)  # a repair: only these were started again
     kept: list[str] = field(default_factory=list)  # a repair: these kept running (their pids unchanged)
     external: list[str] = field(default_factory=list)  # our pid gone, the port serving: left alone
+    already_up: bool = False  # it was up and serving as the file says: nothing was started
     adapters: list[str] = field(default_factory=list)  # a repair: runtime adapters loaded again into the new ones
 
 
@@ -80,6 +81,7 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
     """Launch every process of a topology, record it, wait until all serve, write the endpoints file.
     A retrieval index that is missing is built from its service's corpus first (indexes.py)."""
     opts = options or UpOptions()
+    started = time.monotonic()  # "ready in" counts the whole command: checks, index builds, launch and wait
     warn = on_warning or (lambda message: log.warning("%s", message))
     source = Path(topology_file).resolve()
     topology = load_topology(source)
@@ -99,8 +101,10 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
     for message in warnings:
         warn(message)
     with Backends() as backends:
-        repaired = None if opts.replace else _repair(topology.name, source, opts, backends, on_progress)
+        repaired = None if opts.replace else _repair(topology.name, source, opts, backends, on_progress,
+                                                      launch_plan, topology.defaults.ready_timeout_s)
         if repaired is not None:
+            repaired.ready_s = None if repaired.ready_s is None else time.monotonic() - started
             return repaired
         _check_not_up(topology.name, opts, warn, backends)
         _preflight(groups + gateway_groups, backends, ctx)
@@ -116,7 +120,6 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
             provider_key_envs=sorted({p.api_key_env for p in topology.providers.values() if p.api_key_env}),
             engine_versions=argv_check.versions(engines),
         )
-        started = time.monotonic()
         state = _launch(groups, backends, ctx, state, opts.stop_timeout_s)
         ready_s: float | None = None
         if opts.wait:
@@ -237,15 +240,24 @@ def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, sta
 
 
 def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
-            on_progress: ProgressCallback | None) -> UpResult | None:
-    """`ops up` on a fleet of this file that is up with some processes dead: restart only those.
-    None when there is nothing to repair (not up, all alive, all gone, or another file)."""
+            on_progress: ProgressCallback | None, launch_plan: LaunchPlan, ready_timeout_s: float) -> UpResult | None:
+    """`ops up` on a fleet of this file that is up as the file says: all alive is already up (wait until all
+    serve), some dead are restarted. None: not up, all gone, or another file (a changed file: LaunchError)."""
     if not state_path(name).exists():
         return None
     old = read_state(name)
     if old.status != "up" or Path(old.topology_file) != source:
         return None
     found = survey(old, backends)
+    if found.alive:
+        refuse_changes(old, launch_plan)
+    if found.alive and not found.dead and not found.external:
+        timeout = opts.timeout_s if opts.timeout_s is not None else ready_timeout_s
+        ready = asyncio.run(wait_ready(backends, old, timeout, on_progress)) if opts.wait else old
+        if opts.endpoints_out is not None and ready.endpoints_file:
+            write_endpoints(opts.endpoints_out, read_endpoints(ready.endpoints_file))
+        return UpResult(state=ready, endpoints_file=Path(ready.endpoints_file) if ready.endpoints_file else None,
+                        ready_s=0.0 if opts.wait else None, kept=found.alive, already_up=True)
     if not found.alive or not found.dead:
         return None
     done = restart(old, found.dead, backends, timeout_s=opts.timeout_s, stop_timeout_s=opts.stop_timeout_s,

@@ -32,10 +32,10 @@ from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import LaunchError
 from orchestra_ops.fleet.backends import Backends
 from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
-from orchestra_ops.fleet.backends.localprocs import check_here, stop_records
+from orchestra_ops.fleet.backends.localprocs import check_here, resolve_argv, stop_records
 from orchestra_ops.fleet.endpoints import fleet_endpoints, write_endpoints
 from orchestra_ops.fleet.lora.reload import adapters_of, reload_adapters, runtime_endpoints
-from orchestra_ops.fleet.plan import plan
+from orchestra_ops.fleet.plan import LaunchPlan, plan
 from orchestra_ops.fleet.probes import State, probe_all
 from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
@@ -76,6 +76,32 @@ def split_running(state: FleetState, backends: Backends) -> tuple[list[str], lis
             else:
                 gone.append(record)
     return alive, gone
+
+
+def plan_changes(state: FleetState, launch_plan: LaunchPlan) -> list[str]:
+    """What the topology file plans now that the running fleet does not run (a process added, gone, moved or
+    started with other arguments); empty when `state` runs exactly the plan."""
+    specs = {spec.name: spec for spec in launch_plan.processes}
+    records = {record.name: record for record in state.processes}
+    changes = [f"{name} is new" for name in specs if name not in records]
+    changes += [f"{name} is no longer planned" for name in records if name not in specs]
+    for name in specs.keys() & records.keys():
+        spec, record = specs[name], records[name]
+        same = ((spec.port, spec.node, dict(spec.env)) == (record.port, record.node, record.env)
+                and record.argv in (list(spec.argv), resolve_argv(spec.argv)))
+        if not same:
+            changes.append(f"{name} runs with other settings")
+    return changes
+
+
+def refuse_changes(state: FleetState, launch_plan: LaunchPlan) -> None:
+    """A LaunchError naming what changed when the topology file no longer plans what `state` runs."""
+    changes = plan_changes(state, launch_plan)
+    if changes:
+        source = Path(state.topology_file)
+        raise LaunchError(f"topology '{state.name}' is up, but {source.name} changed since `ops up` "
+                          f"({'; '.join(changes[:3])}{' …' if len(changes) > 3 else ''}); `ops up --replace {source}` "
+                          f"restarts it as the file says now, or `ops down {state.name}` first")
 
 
 def survey(state: FleetState, backends: Backends) -> Survey:

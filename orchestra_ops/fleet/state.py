@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestra_ops.core import procs
 from orchestra_ops.core.fsutil import atomic_write_text, read_json
 from orchestra_ops.core.paths import latest_topology_name, ops_home, state_path
 from orchestra_ops.errors import StateError
@@ -210,6 +211,27 @@ def read_state(name: str | None = None, *, path: str | Path | None = None) -> Fl
         return FleetState.from_json(raw)
     except (TypeError, ValueError, AttributeError) as exc:
         raise StateError(f"{source}: not a state file this version understands: {exc}") from None
+
+
+def started_by_ops(pid: int) -> tuple[str, ProcessRecord] | None:
+    """(topology, record) when `pid`, or a process it descends from, is one `ops up` started and still
+    runs (a fleet that is up in this OPS_HOME; pid and start time both match), else None."""
+    lineage = procs.lineage(pid)
+    if not lineage:
+        return None
+    home = ops_home()
+    for path in sorted(home.glob("*/state.json")) if home.is_dir() else []:
+        try:
+            state = read_state(path=path)
+        except StateError:
+            continue
+        if state.status != "up":
+            continue
+        for record in state.processes:
+            for proc in lineage:
+                if record.pid == proc.pid and procs.is_alive(proc.pid, record.create_time):
+                    return state.name, record
+    return None
 
 
 def _require(name: str | None) -> str:

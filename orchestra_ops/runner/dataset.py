@@ -74,3 +74,16 @@ def load_dataset(path: str | Path, *, dedupe: bool = False) -> list[Sample]:
 
 def sample_id(sample: Sample) -> TaskId:
     return _key(sample["id"])
+
+
+def text_fields_problem(row: Any, keys: tuple[str, ...]) -> str:
+    """What is wrong with a dataset line that must carry each of `keys` as text ('' when nothing is):
+    `no "question" (its fields: id, text)` or `"answer" is not text`, for a message that then shows the format."""
+    if not isinstance(row, dict):
+        return f"not a JSON object ({type(row).__name__})"
+    for key in keys:
+        if key not in row:
+            return f"no \"{key}\" (its fields: {', '.join(map(str, row)) or 'none'})"
+        if not isinstance(row[key], str):
+            return f"\"{key}\" is not text ({type(row[key]).__name__})"
+    return ""

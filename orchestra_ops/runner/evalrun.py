@@ -28,10 +28,11 @@ from orchestra_ops.client.chat import CallEvent
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.identity import resolve_identities
 from orchestra_ops.client.retry import RetryPolicy
-from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.transport import KeepAliveTransport
 from orchestra_ops.core.fsutil import atomic_write_text, is_disk_full
+from orchestra_ops.core.headline import HEADLINE_KEY
 from orchestra_ops.errors import DiskFull, Interrupted, RunTimeout
+from orchestra_ops.runner.banner import routing_lines
 from orchestra_ops.runner.dataset import sample_id
 from orchestra_ops.runner.engine import Controller
 from orchestra_ops.runner.evalloop import BuiltRun, keep_event, run_loop
@@ -47,14 +48,14 @@ from orchestra_ops.runner.profile_reader import read_profile
 from orchestra_ops.runner.progress import Progress, format_duration
 from orchestra_ops.runner.replica_counters import MoveEvent
 from orchestra_ops.runner.run_events import EventLog
-from orchestra_ops.runner.rundir import RUN_FILE, read_run_info, write_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, SCORES_FILE, read_run_info, write_run_info
 from orchestra_ops.runner.spend import SpendMeter
 from orchestra_ops.runner.suite import Alert
 from orchestra_ops.runner.tee import TeeLog
 from orchestra_ops.runner.toolbox import Toolbox
 from orchestra_ops.runner.usage import usage, usage_lines
 
-SCORES_FILE = "scores.json"
+__all__ = ["SCORES_FILE", "EvalSummary", "run_eval"]
 
 
 @dataclass
@@ -69,6 +70,8 @@ class EvalSummary:
     elapsed_s: float
     scores: dict[str, Any] | None = None
     scoring_s: float | None = None  # writing scores.json (and the suite's own outputs) took this long
+    calls: int = 0  # model calls this invocation made (cache hits included)
+    tokens: int = 0  # their prompt and completion tokens
 
 
 def run_eval(run: PreparedRun, tee: TeeLog, progress: Progress | None = None) -> EvalSummary:
@@ -164,7 +167,7 @@ def _wire_fleet(fleet: FleetClient, events: EventLog, profile: ProfileWriter, co
             profile(event)
         except DiskFull as exc:
             controller.fail(exc)
-        progress.note_call(event.latency_s)
+        progress.note_call(event.latency_s, (event.prompt_tokens or 0) + (event.completion_tokens or 0))
         fleet_watch.note(event)
         spend.note(event, controller)
 
@@ -174,22 +177,23 @@ def _wire_fleet(fleet: FleetClient, events: EventLog, profile: ProfileWriter, co
 
 
 def _start_lines(built: BuiltRun, open_file_limit: int) -> None:
-    """The routing table, the suite's notes under it, and what this invocation will do."""
+    """The routing table, the suite's notes under it (an alert on the console, the rest with -v: TeeLog.detail),
+    and what this invocation will do; the banner above them is the session's (runner/banner.py)."""
     run, tee, options = built.run, built.tee, built.run.options
     for line in routing_lines(run.routing, run.names):
-        tee.line(line)
+        tee.detail(line)
     for line in run.suite.routing_notes(built.toolbox):
-        (tee.alert if isinstance(line, Alert) else tee.line)(f"  {line}")
+        (tee.alert if isinstance(line, Alert) else tee.detail)(f"  {line}")
     mode = "resume" if options.resume else "retry-failed" if options.retry_failed else "new run"
-    tee.line(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
-             f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
-             f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {open_file_limit}")
+    tee.detail(f"run dir {run.run_dir} ({mode}): {len(run.samples)} samples, {len(run.todo)} to run, "
+               f"{len(run.store.ok_ids)} ok and {len(run.store.failed_ids)} failed before; concurrency "
+               f"{options.concurrency}, task deadline {run.task_timeout_s:g} s, open-file limit {open_file_limit}")
     built.progress.started_at = time.monotonic()
     if built.cache is not None:
         which = "every request" if built.cache.sampled else "temperature 0 only"
-        tee.line(f"response cache {built.cache.path} ({which})")
+        tee.detail(f"response cache {built.cache.path} ({which})")
     if built.spend.limit is not None:
-        tee.line(built.spend.describe())
+        tee.detail(built.spend.describe())
 
 
 def close_run(built: BuiltRun, end_state: str) -> None:
@@ -212,11 +216,13 @@ def close_run(built: BuiltRun, end_state: str) -> None:
 
 
 def finish_run(built: BuiltRun, elapsed: float) -> EvalSummary:
-    """The end line; a stop (fault, time limit, signal) raised as its error; else scores.json and its lines."""
+    """The end line (a progress event); a stop (fault, time limit, signal) raised as its error; else scores.json
+    and its lines (in eval.log, on the console with -v; the session prints the one result line)."""
     run, tee, progress, controller = built.run, built.tee, built.progress, built.controller
-    tee.line(progress.line())
+    tee.event(progress.line())
     summary = EvalSummary(run.run_dir, len(run.samples), progress.finished, progress.ok, progress.failed,
-                          len(run.store.ok_ids), len(run.store.failed_ids), elapsed)
+                          len(run.store.ok_ids), len(run.store.failed_ids), elapsed, calls=progress.calls,
+                          tokens=progress.tokens)
     if controller.failure is not None:
         raise controller.failure
     if controller.halted is not None:
@@ -228,23 +234,23 @@ def finish_run(built: BuiltRun, elapsed: float) -> EvalSummary:
     if controller.stopping and not (controller.timed_out and not missing):
         raise Interrupted(f"interrupted after {progress.finished} task(s) in {format_duration(elapsed)}; "
                           f"{missing} sample(s) have no result; continue with --resume (run dir {run.run_dir})")
-    tee.line(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
-             f"{progress.failed} failed; run dir {run.run_dir} now has {summary.store_ok} ok, "
-             f"{summary.store_failed} failed of {len(run.samples)}")
+    tee.detail(f"finished {progress.finished} task(s) in {format_duration(elapsed)}: {progress.ok} ok, "
+               f"{progress.failed} failed; run dir {run.run_dir} now has {summary.store_ok} ok, "
+               f"{summary.store_failed} failed of {len(run.samples)}")
     scoring = time.monotonic()
     with _disk_full_as_error(run.run_dir / SCORES_FILE):
         summary.scores = write_scores(run)
     summary.scoring_s = time.monotonic() - scoring
     if summary.scores is not None:
         for line in run.suite.score_lines(summary.scores):
-            tee.line(line)
+            tee.detail(line)
         if summary.scores.get("cache"):
             counts = summary.scores["cache"]
-            tee.line(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
-                     f"{counts['model_calls']} by a model")
+            tee.detail(f"response cache: {counts['hits']} of {counts['calls']} call(s) answered from the cache, "
+                       f"{counts['model_calls']} by a model")
         for line in usage_lines(summary.scores.get("usage") or {}):
-            tee.line(line)
-        tee.line(f"scores written to {run.run_dir / SCORES_FILE}")
+            tee.detail(line)
+        tee.detail(f"scores written to {run.run_dir / SCORES_FILE}")
     if tee.disk_full is not None:
         raise tee.disk_full
     return summary
@@ -267,25 +273,14 @@ def write_scores(run: PreparedRun) -> dict[str, Any] | None:
     records = {sample_id(s): final[sample_id(s)] for s in run.samples if sample_id(s) in final}
     scores = run.suite.score(records, run.samples)
     if scores is not None:
+        headline = run.suite.headline(scores, records, run.samples)
+        if headline is not None:
+            scores[HEADLINE_KEY] = headline.to_json()
         if (read_run_info(run.run_dir) or {}).get("cache_used"):
             scores["cache"] = cache_counts(run.run_dir)
         scores["usage"] = usage(read_profile(run.run_dir))  # tokens and cost per role, every attempt
         atomic_write_text(run.run_dir / SCORES_FILE, json.dumps(scores, indent=2, default=str) + "\n")
     return scores
-
-
-def routing_lines(routing: Routing, names: list[str]) -> Iterator[str]:
-    yield f"routing ({routing.source}):"
-    rows = routing.table()
-    width = max([len(r[0]) for r in rows] + [4])
-    for role, label, kind, where in rows:
-        mark = " *" if role in names else ""
-        yield f"  {role:<{width}} -> {label} [{kind}] -> {where}{mark}"
-    for name in names:
-        if name not in routing.roles:
-            _, target = routing.resolve(name)
-            yield f"  {name:<{width}} -> {target.name} [{target.kind}] -> {target.where} *"
-    yield "  (* called by this run; nothing else is contacted)"
 
 
 def _counts(run: PreparedRun) -> tuple[int, int, int]:

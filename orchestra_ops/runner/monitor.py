@@ -9,6 +9,7 @@ eval.log and live.json (state `stalled`) and sends a `stall` event. The state go
 `crashed`, and why when the run ended early (a fleet that vanished, --max-cost). `supervised` says
 whether a supervisor runs this eval and `started_epoch` when it started: `ops runs` believes a
 foreground eval over an older supervisor record (runstate.py).
+`elapsed_total_s` adds this invocation's wall time to that of the run dir's earlier ones (`ops runs`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ class RunMonitor:
     _stall: dict[str, Any] | None = None
     reason: str | None = None  # why the run ended early (a fleet that vanished, --max-cost)
     supervised: bool = False  # run by a supervisor (`--detach`): its run.json record speaks for the run
+    _clock: float = field(default_factory=time.monotonic)
+    _before_s: float = 0.0  # wall time of the earlier invocations of this run dir (--resume, a restart)
+
+    def __post_init__(self) -> None:
+        previous = _read(self.run_dir / LIVE_FILE)
+        if previous.get("pid") != self.pid:
+            self._before_s = float(previous.get("elapsed_total_s") or 0.0)
 
     def task_finished(self, latency_s: float) -> None:
         self._latencies.append(latency_s)
@@ -100,6 +108,8 @@ class RunMonitor:
                 "started": _iso(self.started), "updated": _iso(time.time()), "updated_epoch": round(time.time(), 3),
                 "done": ok, "failed": failed, "total": total, "in_flight": self.progress.in_flight,
                 "rate": round(self.progress.rate(now), 3), "eta_s": None if eta is None else round(eta, 1),
+                "elapsed_s": round(now - self._clock, 1),
+                "elapsed_total_s": round(self._before_s + now - self._clock, 1),
                 "stall": self._stall, "supervised": self.supervised, "started_epoch": round(self.started, 3),
                 **({"reason": self.reason} if self.reason else {})}
         try:
@@ -114,6 +124,24 @@ class RunMonitor:
         self._stall = None
         self.reason = reason
         self.write(state)
+
+
+def elapsed_s(live: dict[str, Any], *, active: bool) -> float | None:
+    """Wall time of a run dir over all its invocations, from its live.json (None: no live.json); an active run
+    counts on from its last tick."""
+    total = live.get("elapsed_total_s")
+    if not isinstance(total, (int, float)):
+        return None
+    since = time.time() - float(live.get("updated_epoch") or time.time()) if active else 0.0
+    return float(total) + max(since, 0.0)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _create_time(pid: int) -> float | None:

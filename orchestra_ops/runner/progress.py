@@ -31,6 +31,8 @@ class Progress:
     ok: int = 0
     failed: int = 0
     in_flight: int = 0
+    calls: int = 0  # model calls finished (cache hits included)
+    tokens: int = 0  # their prompt and completion tokens
     started_at: float = field(default_factory=time.monotonic)
     _tasks: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_ITEMS), repr=False)
     _calls: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_ITEMS), repr=False)
@@ -55,8 +57,10 @@ class Progress:
         with self._lock:
             self._tasks.append((time.monotonic(), latency_s))
 
-    def note_call(self, latency_s: float) -> None:
-        """A model call finished after `latency_s`."""
+    def note_call(self, latency_s: float, tokens: int = 0) -> None:
+        """A model call finished after `latency_s`, with `tokens` prompt and completion tokens."""
+        self.calls += 1
+        self.tokens += tokens
         with self._lock:
             self._calls.append((time.monotonic(), latency_s))
 
@@ -82,6 +86,11 @@ class Progress:
         return (f"[PROGRESS] done={self.ok} failed={self.failed} in_flight={self.in_flight} "
                 f"remaining={max(0, self.total - self.finished - self.in_flight)}/{self.total} "
                 f"rate={self.rate(now):.1f}/s eta={format_duration(eta)}")
+
+
+def format_wall(seconds: float) -> str:
+    """A wall time as a person reads it: `0.4 s`, `42.0 s`, then `12m04s`, `1h02m05s`."""
+    return f"{seconds:.1f} s" if seconds < 60 else format_duration(seconds)
 
 
 def format_duration(seconds: float | None) -> str:

@@ -12,6 +12,7 @@ from orchestra_ops.core.fsutil import atomic_write_text
 from orchestra_ops.errors import ConfigError
 
 RUN_FILE = "run.json"
+SCORES_FILE = "scores.json"
 RUN_LOCK_FILE = ".run.json.lock"
 
 

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestra_ops.core.headline import Headline, stored_headline
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
+from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
-from orchestra_ops.runner.rundir import read_run_info, recorded_dataset
+from orchestra_ops.runner.rundir import SCORES_FILE, read_json_object, read_run_info, recorded_dataset
 
 if TYPE_CHECKING:  # the suite comes from the caller; reading a run dir imports no suite machinery
     from orchestra_ops.runner.suite import Suite
@@ -34,11 +36,14 @@ class RunStatus:
     extra: int  # ids in the results that the dataset does not have
     bad_lines: int
     missing_samples: list[Sample] = field(default_factory=list, repr=False)
+    headline: Headline | None = None  # each model's score ± its 95 % interval (scores.json)
+    elapsed_s: float | None = None  # wall time over every invocation (live.json)
 
     def to_json(self) -> dict[str, Any]:
         return {"run_dir": self.run_dir, "dataset": self.dataset, "dataset_size": self.dataset_size,
                 "ok": self.ok, "failed": self.failed, "failed_by_type": self.failed_by_type,
-                "missing": self.missing, "extra": self.extra, "bad_lines": self.bad_lines}
+                "missing": self.missing, "extra": self.extra, "bad_lines": self.bad_lines,
+                "headline": None if self.headline is None else self.headline.to_json(), "elapsed_s": self.elapsed_s}
 
 
 def run_status(run_dir: str | Path, suite_for: Callable[[str], Suite | None] = lambda name: None) -> RunStatus:
@@ -61,7 +66,13 @@ def run_status(run_dir: str | Path, suite_for: Callable[[str], Suite | None] = l
                      ok=ok, failed=sum(failed_by_type.values()), failed_by_type=dict(failed_by_type.most_common()),
                      missing=len(missing_samples) if samples is not None else None,
                      extra=len(set(final) - ids) if samples is not None else 0, bad_lines=store.bad_lines,
-                     missing_samples=missing_samples)
+                     missing_samples=missing_samples, headline=stored_headline(read_json_object(root / SCORES_FILE)),
+                     elapsed_s=_elapsed(root))
+
+
+def _elapsed(root: Path) -> float | None:
+    live = read_json_object(root / LIVE_FILE) or {}
+    return elapsed_s(live, active=live.get("state") in ("running", "stalled"))
 
 
 def write_samples(path: str | Path, samples: list[Sample]) -> None:

@@ -7,11 +7,13 @@ A suite is a class deriving from `BaseSuite` that declares, as data:
     template_files   its prompt templates: name -> the packaged file (`--template NAME=PATH` replaces one)
     template_fields  the placeholders each template must contain (checked when it is loaded)
     summary_fields   record fields shown on each `[TASK_COMPLETE]` line (e.g. `correct`)
+    dataset_example  one line of the dataset it reads, as its bad-input errors quote it
 
 and implements `prepare` (check options against the routing, return every name it will call) and
 `run` (one unit of work). Optional hooks with defaults: `load` (dataset file -> samples), `units`
 (samples -> the units of work: e.g. one per sample x model), `limits` (caps on calls in flight per
-role, e.g. a judge's own concurrency), `score` (the final record of every unit -> scores.json) and
+role, e.g. a judge's own concurrency), `score` (the final record of every unit -> scores.json),
+`headline` (each model's score with its 95 % interval, the run's one line: core/headline.py) and
 `routing_notes` (lines shown under the routing table: tool aliases, tokenizer, sandbox; an `Alert`
 among them is shown in red: e.g. code that runs without the sandbox's isolation).
 """
@@ -29,6 +31,7 @@ from orchestra_ops.client.chat import ChatResult, Message
 from orchestra_ops.client.retrieval import RetrievalResult, RetrievalSettings
 from orchestra_ops.client.routing import Routing
 from orchestra_ops.client.tokenizer import Tokenizer
+from orchestra_ops.core.headline import Headline
 from orchestra_ops.runner.dataset import Sample, load_dataset, sample_id
 from orchestra_ops.runner.profile import ToolEvent
 from orchestra_ops.runner.results import TaskId
@@ -47,7 +50,8 @@ class Alert(str):
 class SuiteOption:
     """One flag of `ops eval SUITE`, declared by the suite (the CLI turns it into a click option).
 
-    `name` is the key in the options mapping `prepare` receives; `flag` the command-line spelling.
+    `name` is the key in the options mapping `prepare` receives; `flag` the command-line spelling;
+    `everyday` lists it among the common options of `ops eval SUITE --help` (the rest: advanced).
     """
 
     name: str
@@ -58,6 +62,7 @@ class SuiteOption:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     multiple: bool = False
+    everyday: bool = False
 
 
 class UnitFailed(CallError):
@@ -106,6 +111,7 @@ class Suite(Protocol):
     template_files: Mapping[str, str]
     template_fields: Mapping[str, tuple[str, ...]]
     summary_fields: tuple[str, ...]
+    dataset_example: str
 
     def load(self, path: Path, *, dedupe: bool) -> list[Sample]: ...
 
@@ -135,7 +141,12 @@ class Suite(Protocol):
         ...
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
-        """The scores as the console and eval.log show them at the end of a run."""
+        """The scores as eval.log (and the console with -v) show them at the end of a run."""
+        ...
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        """The score of each model with its 95 % interval (core/headline.py), from what `score` returned."""
         ...
 
     def routing_notes(self, toolbox: Toolbox) -> list[str]:
@@ -153,6 +164,7 @@ class BaseSuite:
     template_files: Mapping[str, str] = {}
     template_fields: Mapping[str, tuple[str, ...]] = {}  # placeholders each template must contain
     summary_fields: tuple[str, ...] = ()
+    dataset_example: str = ""  # one line of the dataset it reads, as its bad-input errors quote it
 
     def load(self, path: Path, *, dedupe: bool) -> list[Sample]:
         return load_dataset(path, dedupe=dedupe)
@@ -168,6 +180,10 @@ class BaseSuite:
 
     def score_lines(self, scores: Mapping[str, Any]) -> list[str]:
         return [f"{key}: {value}" for key, value in scores.items() if not isinstance(value, (dict, list))]
+
+    def headline(self, scores: Mapping[str, Any], records: Mapping[TaskId, dict[str, Any]],
+                 units: list[Sample]) -> Headline | None:
+        return None
 
     def routing_notes(self, toolbox: Toolbox) -> list[str]:
         return []

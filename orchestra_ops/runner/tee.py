@@ -20,6 +20,8 @@ class TeeLog:
 
     `event(text)` is for the lines a live display replaces on a terminal (`[TASK_COMPLETE]`,
     `[PROGRESS]`): always in the log file, on the console only while `events_to_console`.
+    `detail(text)` is for what a person rarely needs at a glance (the routing table, tool aliases,
+    budgets, the sandbox, per-suite score tables): always in the log file, on the console with `verbose`.
     Every line is redacted first (orchestra_ops/core/redact.py). A console that went away (a closed
     terminal, a dropped ssh) is dropped, not fatal; a full disk stops the file (`disk_full`) and
     calls `on_disk_full` once, so the run can stop cleanly.
@@ -31,6 +33,7 @@ class TeeLog:
         self.console = console
         self.alert_console = alert_console  # how the console shows a line the user must not miss (the CLI: red)
         self.events_to_console = True
+        self.verbose = False
         self.disk_full: DiskFull | None = None
         self.on_disk_full: Callable[[DiskFull], None] | None = None
         self._fd: int | None = open_for_append(self.path)
@@ -54,6 +57,12 @@ class TeeLog:
             except OSError:  # the terminal is gone: eval.log still gets it
                 self.console = self.alert_console = None
         self._write(text)
+
+    def detail(self, text: str) -> None:
+        if self.verbose:
+            self.line(text)
+        else:
+            self.file_line(text)
 
     def event(self, text: str) -> None:
         if self.events_to_console:

@@ -27,11 +27,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestra_ops.core.headline import stored_headline
 from orchestra_ops.errors import ConfigError, LaunchError
 from orchestra_ops.fleet.backends.slurmctl import SlurmCli
-from orchestra_ops.runner.monitor import LIVE_FILE
+from orchestra_ops.runner.monitor import LIVE_FILE, elapsed_s
 from orchestra_ops.runner.results import RESULTS_FILE, ResultsStore
-from orchestra_ops.runner.rundir import RUN_FILE, read_json_object, read_run_info, write_run_info
+from orchestra_ops.runner.rundir import RUN_FILE, SCORES_FILE, read_json_object, read_run_info, write_run_info
 from orchestra_ops.supervise.run_state import ACTIVE as ACTIVE
 from orchestra_ops.supervise.run_state import DONE as DONE
 from orchestra_ops.supervise.run_state import alive_here, believe, forget_job
@@ -55,6 +56,8 @@ class RunRow:
     restarts: int
     reason: str | None = None
     stall: dict[str, Any] | None = None
+    score: str | None = None  # the headline of scores.json: each model's score ± its 95 % interval
+    elapsed_s: float | None = None  # wall time over every invocation of the run dir
     unconfirmed: str | None = None  # the state is the one recorded: why it could not be checked
 
     def to_json(self) -> dict[str, Any]:
@@ -92,7 +95,15 @@ def run_row(run_dir: Path, slurm: SlurmCli | None = None) -> RunRow:
                   rate=live.get("rate") if active else None, eta_s=live.get("eta_s") if active else None,
                   where=belief.where, attempts=len(attempts), restarts=int((supervisor or {}).get("restarts", 0)),
                   reason=belief.reason, stall=live.get("stall") if belief.state == "stalled" else None,
-                  unconfirmed=belief.unconfirmed)
+                  unconfirmed=belief.unconfirmed, score=run_score(run_dir), elapsed_s=elapsed_s(live, active=active))
+
+
+def run_score(run_dir: Path) -> str | None:
+    """Each model's score ± its interval, one line each, as the run's scores.json has it (None: no scores yet)."""
+    headline = stored_headline(read_json_object(run_dir / SCORES_FILE))
+    if headline is None:
+        return None
+    return "\n".join(headline.parts()[: len(headline.scores)]) or headline.note or None
 
 
 def unreadable_row(run_dir: Path, error: Exception) -> RunRow:

@@ -11,6 +11,7 @@ and a second run on the same run dir then starts at once (no "took over the lock
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -81,11 +82,12 @@ def test_ops_eval_success_analyses_and_releases_then_a_resume_starts_at_once(tmp
     done = run_ops([*args, "--dataset", str(dataset(tmp_path / "d.jsonl", IDS[:8]))])
     assert done.returncode == 0, done.stderr
     assert released(run_dir)
-    assert log_lines(run_dir)[-1] == f"report: {run_dir / 'analysis' / 'report.html'}"  # the session's analysis
+    assert log_lines(run_dir)[-2] == f"report: {run_dir / 'analysis' / 'report.html'}"  # the session's analysis
+    assert log_lines(run_dir)[-1].startswith("chat: 8/8 answered, not graded · 8/8 ok · ")  # then the result line
     assert (run_dir / "analysis" / "stats.json").is_file()
     again = run_ops([*args, "--resume", "--no-analyze"])
     assert again.returncode == 0, again.stderr
-    assert f"run dir {run_dir} (resume): 8 samples, 0 to run, 8 ok and 0 failed before" in again.stdout
+    assert again.stdout.startswith("ops eval chat on mc: 8 samples, 0 to run (resume; 8 ok and 0 failed before)\n")
     assert TOOK_OVER not in again.stdout and released(run_dir)
 
 
@@ -166,7 +168,7 @@ def test_evaluate_in_process_returns_the_result_and_uses_the_callers_sinks(tmp_p
     handlers, propagate = list(logger.handlers), logger.propagate
     options = EvalOptions(dataset=str(dataset(tmp_path / "d.jsonl", IDS[:8])), run_dir=str(run_dir),
                           model_config=str(config), concurrency=4)
-    result = evaluate(options, "chat", console=lines.append, display=display)
+    result = evaluate(options, "chat", console=lines.append, display=display, verbose=True)  # every detail too
     assert isinstance(result, EvalResult)
     assert (result.run_dir, result.suite, result.units, result.ran, result.ok, result.failed) == (
         run_dir, "chat", 8, 8, 8, 0)
@@ -178,7 +180,9 @@ def test_evaluate_in_process_returns_the_result_and_uses_the_callers_sinks(tmp_p
            "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
     assert len(calls) == 8 and row["prompt_tokens"] > 0
     assert result.scores == {"suite": "chat", "model": "m", "units": 8, "ok": 8, "failed": 0, "failed_by_type": {},
-                             "missing": 0, "usage": {"by_role": {"m": row}, "total": row}}
+                             "missing": 0, "usage": {"by_role": {"m": row}, "total": row},
+                             "headline_scores": {"metric": "answered", "scores": [], "differences": [],
+                                                 "note": "8/8 answered, not graded"}}
     assert result.scores_file == run_dir / "scores.json" and json.loads(result.scores_file.read_text()) == result.scores
     assert result.stats_file == run_dir / "analysis" / "stats.json" and result.stats_file.is_file()
     assert result.report_file == run_dir / "analysis" / "report.html" and result.report_file.is_file()
@@ -187,6 +191,16 @@ def test_evaluate_in_process_returns_the_result_and_uses_the_callers_sinks(tmp_p
     assert sum(line.startswith("[TASK_COMPLETE] ") for line in lines) == 8
     assert (list(logger.handlers), logger.propagate) == (handlers, propagate)
     assert released(run_dir) and open_files_in(run_dir) == []
+
+    quiet: list[str] = []  # without verbose: the banner, the lines the user must see, the result line
+    evaluate(dataclasses.replace(options, resume=True), "chat", console=quiet.append)
+    assert quiet[:3] == ["ops eval chat on mc: 8 samples, 0 to run (resume; 8 ok and 0 failed before)",
+                         "models called: m [1 replica]",
+                         f"run dir {run_dir} (every line also in eval.log; -v shows the routing, aliases, budgets "
+                         "and sandbox)"]
+    assert quiet[-1].startswith("chat: 8/8 answered, not graded · 8/8 ok · ") and quiet[-1].endswith(str(run_dir))
+    assert not any(line.startswith("routing (") for line in quiet)
+    assert any(line.startswith("routing (") for line in log_lines(run_dir))  # the details: in eval.log
 
     again = evaluate(EvalOptions(run_dir=str(run_dir), model_config=str(config), resume=True), ChatSuite(),
                      analyze=False)  # a Suite object, not a name
@@ -262,7 +276,7 @@ def test_the_supervised_child_of_detach_releases_the_lock_when_stopped_and_when_
     assert report.is_file() and f"report: {report}" in log_lines(run_dir)  # the session's analysis, in the child
     assert TOOK_OVER not in (run_dir / "eval.log").read_text()
     status = run_ops(chat_eval(config, run_dir, "--resume"))
-    assert status.returncode == 0 and "200 samples, 0 to run, 200 ok and 0 failed before" in status.stdout
+    assert status.returncode == 0 and "200 samples, 0 to run (resume; 200 ok and 0 failed before)" in status.stdout
 
 
 # ---- ops posttrain ------------------------------------------------------------------------------------------

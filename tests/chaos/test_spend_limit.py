@@ -100,9 +100,11 @@ def test_max_cost_stops_the_run_a_resume_needs_a_higher_limit_and_usage_is_repor
     row = {"calls": 40, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": total, "cache_hits": 0,
            "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
     assert json.loads((run_dir / "scores.json").read_text())["usage"] == {"by_role": {"answer": row}, "total": row}
-    assert "usage (every call in this run dir, all attempts):" in finished.stdout
-    assert f"  answer  40 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost {usd(total)}" \
-        in finished.stdout
+    log = (run_dir / "eval.log").read_text()  # the usage lines are details: eval.log, and the console with -v
+    assert "usage (every call in this run dir, all attempts):" in log and "usage (every" not in finished.stdout
+    assert f"  answer  40 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost {usd(total)}" in log
+    assert finished.stdout.splitlines()[-1].startswith("chat: 40/40 answered, not graded · 40/40 ok · ")
+    assert f" tokens · {usd(total)} · {run_dir}" in finished.stdout.splitlines()[-1]  # the result line: the cost
     analyzed = run_ops(["analyze", str(run_dir)], timeout=180)
     assert analyzed.returncode == 0, analyzed.stderr
     report = (run_dir / "analysis" / "report.html").read_text()

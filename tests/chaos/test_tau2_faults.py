@@ -31,7 +31,7 @@ def test_a_hanging_user_simulator_is_cut_by_the_deadline_and_by_the_call_timeout
     with SimServer("sim/agent", args=fast, log_dir=tmp_path) as agent, \
             SimServer("sim/user", args=[*fast, "--hang-rate", "1"], log_dir=tmp_path) as user, \
             SimServer("sim/judge", args=fast, log_dir=tmp_path) as judge:
-        run_dir, out = _run(tmp_path / "deadline", agent, user, judge, ["book_pilates", "cancel_spin"],
+        run_dir, _ = _run(tmp_path / "deadline", agent, user, judge, ["book_pilates", "cancel_spin"],
                             ["--trials", "2", "--timeout", "120", "--task-timeout", "2"])
         records = read_jsonl(run_dir / "results.jsonl")
         assert sorted(r["id"] for r in records) == ["book_pilates#0", "book_pilates#1", "cancel_spin#0",
@@ -41,7 +41,7 @@ def test_a_hanging_user_simulator_is_cut_by_the_deadline_and_by_the_call_timeout
         assert (scores["evaluated"], scores["infra_errors"], scores["infra_errors_by_type"]) == (
             0, 4, {"task_timeout": 4})
         assert scores["pass_hat_k"] == {} and scores["avg_reward"] == 0.0
-        assert "left out: 4 infrastructure error(s) (task_timeout 4)" in out.stdout
+        assert "left out: 4 infrastructure error(s) (task_timeout 4)" in (run_dir / "eval.log").read_text()
 
         run_dir, _ = _run(tmp_path / "call", agent, user, judge, ["book_pilates"],
                           ["--timeout", "1", "--max-retries", "1"])

@@ -148,7 +148,7 @@ def test_a_judge_that_never_parses_is_a_counted_grader_error(tmp_path: Path,
             for i, q in enumerate(chosen)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
-    out = _run([*topology, "--dataset", str(data), "--run-dir", str(run_dir)], env)
+    _run([*topology, "--dataset", str(data), "--run-dir", str(run_dir)], env)
     records = {r["id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
     judged = [row["id"] for i, row in enumerate(rows) if i % 2 == 0]
     assert {k for k, r in records.items() if r["status"] == "error"} == set(judged)
@@ -157,7 +157,7 @@ def test_a_judge_that_never_parses_is_a_counted_grader_error(tmp_path: Path,
     scores = json.loads((run_dir / "scores.json").read_text())
     assert (scores["grader_errors"], scores["scored"], scores["correct"], scores["errors"]) == (6, 6, 6, 0)
     assert scores["accuracy"] == 1.0
-    assert "grader errors (left out of the score): 6" in out.stdout
+    assert "grader errors (left out of the score): 6" in (run_dir / "eval.log").read_text()
 
     # --retry-failed with a judge that answers: only the judge is asked again, about the same answers
     healthy = sim_server("sim/judge", args=["--latency-ms", "2"])
@@ -210,8 +210,8 @@ def test_topology_aliases_route_each_alias_and_bad_ones_are_refused(tmp_path: Pa
     rows = [{"id": f"a{i}", "question": q, "answer": "x"} for i, q in enumerate(questions(40, search=False))]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     run_dir = tmp_path / "run"
-    out = _run(["--topology", str(topology), "--dataset", str(data), "--run-dir", str(run_dir)], env)
-    assert "answer-math-1 -> math (sim/math), answers in answer format" in out.stdout
+    out = _run(["--topology", str(topology), "--dataset", str(data), "--run-dir", str(run_dir), "-v"], env)
+    assert "answer-math-1 -> math (sim/math), answers in answer format" in out.stdout  # -v: the aliases
     assert "reasoner-3    -> coder (sim/coder)" in out.stdout
     assert "reasoner-1    -> reasoner (sim/experts)" in out.stdout
     assert "context budgets counted by orchestrator's tokenizer: estimate (4 characters a token" in out.stdout

@@ -1,4 +1,5 @@
-"""report.html opened in a real headless Chromium: title, score table, tables, every plot drawn."""
+"""report.html opened in a real headless Chromium: it leads with the result (each model's score, its 95 %
+interval, the wall time), then where the task time went; title, tables, one plot per metric drawn."""
 
 from __future__ import annotations
 
@@ -8,12 +9,22 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.analysis.analyze import analyze_run
+from orchestra_ops.core.headline import Headline, ModelScore, proportion_half_width
 from tests.browser import HeadlessChromium, chromium_path
 from tests.runfactory import manifest_run_info, model_event, tool_event, write_run
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs chromium (scripts/install-system-deps.sh)")
 
 PAGE = """({
+  firstSection: document.querySelector('h2').id,
+  headline: [...document.querySelectorAll('#headline-scores tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+  differences: [...document.querySelectorAll('#headline-differences tbody tr')]
+               .map(r => [...r.cells].map(c => c.textContent)),
+  facts: [...document.querySelectorAll('#headline-facts tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+  resultAbove: document.querySelector('#headline').getBoundingClientRect().top
+               < document.querySelector('#time').getBoundingClientRect().top,
+  timeShare: [...document.querySelectorAll('#time-share tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+  detailsFolded: !document.querySelector('details#details').open,
   title: document.title,
   h1: document.querySelector('h1').textContent,
   scores: [...document.querySelectorAll('#score-table tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
@@ -47,12 +58,15 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
                for i, t in enumerate(ids)]
     results = [{"id": t, "status": "ok", "correct": i % 3 == 0, "elapsed": 3.0 + i} for i, t in enumerate(ids[:27])]
     results += [{"id": t, "status": "error", "error_type": "task_timeout", "elapsed": 99.0} for t in ids[27:]]
+    headline = Headline("accuracy", scores=[ModelScore("orchestrator", 30.0, proportion_half_width(9, 30), 30)])
     run = write_run(tmp_path / "hle-run", results=results, events=events, run_info=info,
-                    scores={"accuracy": 0.3, "n": 30})
+                    scores={"accuracy": 0.3, "n": 30, "headline_scores": headline.to_json()})
+    (run / "live.json").write_text('{"state": "finished", "elapsed_total_s": 42.5}')
     analysis = analyze_run(run)
     assert analysis.report is not None and analysis.plots, analysis.plot_note
-    expected_plots = sorted(name for files in analysis.plots.values() for name in files.values())
-    assert len(expected_plots) == 2 * 6 + 1  # task, role, search e2e + expert, 2 token metrics; timeline
+    expected_plots = sorted(files.get("linear", files.get("timeline")) for files in analysis.plots.values())
+    assert len(expected_plots) == 6 + 1  # one per metric (task, role, search e2e + expert, 2 tokens); timeline
+    assert sum(len(files) for files in analysis.plots.values()) == 2 * 6 + 1  # the log ones stay in plots/
 
     with HeadlessChromium(tmp_path) as browser:
         page = browser.open(analysis.report.as_uri(), PAGE)
@@ -61,9 +75,20 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert shot_width > 0 and shot_height >= 900  # the whole page, not an empty viewport
 
     view = page.value
+    assert view["firstSection"] == "headline" and view["resultAbove"]  # the report leads with the result
+    assert view["headline"] == [["orchestrator", "30.0% ± 16.4", "30"]]  # 9 of 30, ± 1.96·sqrt(.3·.7/30)
+    assert view["differences"] == []
+    assert view["facts"][:2] == [["n (units)", "30 (27 ok, 3 failed)"], ["wall time", "42.5 s"]]
+    assert view["facts"][2] == ["model calls", "30"]
+    task_seconds = sum(3.0 + i for i in range(27)) + 3 * 99.0
+    seconds = {"role orchestrator": sum(0.5 + i / 10 for i in range(30)),
+               "tool search": sum(2.0 + i / 7 for i in range(30))}
+    assert view["timeShare"] == [[name, "30", f"{s:.1f}", f"{100 * s / task_seconds:.1f}%"]
+                                 for name, s in seconds.items()]
+    assert view["detailsFolded"]  # the raw keys, latency tables and manifest: folded under details
     assert view["title"] == "hle · hle-run · orchestra-ops report" == view["h1"]
-    assert view["scores"] == [["accuracy (from results.jsonl)", "0.3", "30 graded, 0 ungraded"],  # 9 of 30
-                              ["accuracy (scores.json)", "0.3", ""], ["n (scores.json)", "30", ""]]
+    # two models in run.json: no accuracy pooled over them from results.jsonl, only scores.json's own keys
+    assert view["scores"][:2] == [["accuracy (scores.json)", "0.3", ""], ["n (scores.json)", "30", ""]]
     assert view["roles"] == ["orchestrator"] and view["tools"] == ["search"]
     assert view["taskErrors"] == [["task_timeout", "3"]]
     assert view["routing"] == ["orchestrator", "answer", "judge"]

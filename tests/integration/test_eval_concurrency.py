@@ -25,8 +25,13 @@ def test_concurrency_cap_is_exact_and_every_task_is_recorded(tmp_path: Path,
     records = results(run_dir)
     assert sorted(r["id"] for r in records) == sorted(f"q{i}" for i in range(36))
     assert all(r["status"] == "ok" and r["answer"] for r in records)
-    # the console: routing table, one TASK_COMPLETE per task, progress; all of it also in eval.log
-    assert "routing (" in proc.stdout and f"m [model] -> 127.0.0.1:{sims[0].port}" in proc.stdout
+    # the console: the banner, one TASK_COMPLETE per task, progress, the result line; all of it also in eval.log,
+    # which has the routing table besides (the console with -v)
+    assert proc.stdout.splitlines()[:2] == ["ops eval chat on mc: 36 samples, 36 to run (new run)",
+                                           f"models called: m [{len(sims)} replicas]"]
+    assert proc.stdout.splitlines()[-1].startswith("chat: 36/36 answered, not graded · 36/36 ok · ")
+    assert f"m [model] -> 127.0.0.1:{sims[0].port}" not in proc.stdout
+    assert f"m [model] -> 127.0.0.1:{sims[0].port}" in (run_dir / "eval.log").read_text()
     assert proc.stdout.count("[TASK_COMPLETE] id=") == 36
     assert "[PROGRESS] done=36 failed=0 in_flight=0" in proc.stdout
     log = (run_dir / "eval.log").read_text()

@@ -34,7 +34,7 @@ def test_live_display_on_a_terminal(tmp_path: Path, terminal: Terminal,
     log = (run_dir / "eval.log").read_text()
     assert log.count("[TASK_COMPLETE]") == 40  # ... and still in eval.log, one per task
     assert "[PROGRESS]" in log
-    assert "answered 40 of 40 prompts" in screen  # lines printed during the run land above the display
+    assert "chat: 40/40 answered, not graded" in screen  # lines printed during the run land above the display
     assert f"report: {run_dir / 'analysis' / 'report.html'}" in screen
     assert (run_dir / "analysis" / "report.html").is_file()
     assert len(results(run_dir)) == 40
@@ -56,7 +56,9 @@ def test_plain_lines_without_a_terminal(tmp_path: Path, sim_server: Callable[...
     assert "\x1b[" not in proc.stdout and "╭" not in proc.stdout  # no escape codes, no panel
     log = (run_dir / "eval.log").read_text().splitlines()
     assert [line for line in log if line.startswith("[TASK_COMPLETE] ")] == completed
-    assert lines[-1] == f"report: {run_dir / 'analysis' / 'report.html'}"
+    assert lines[-2] == f"report: {run_dir / 'analysis' / 'report.html'}"
+    assert lines[-1].startswith("chat: 30/30 answered, not graded · 30/30 ok · ")  # the result line
+    assert lines[-1].endswith(f" · {run_dir}")
     assert (run_dir / "analysis" / "stats.json").is_file()
 
 

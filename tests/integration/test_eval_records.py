@@ -37,8 +37,11 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     scores = json.loads((run_dir / "scores.json").read_text())
     usage = scores.pop("usage")
     assert scores == {"suite": "chat", "model": "m", "units": 60, "ok": ok, "failed": failed,
-                      "failed_by_type": {"http_500": failed}, "missing": 0}
-    assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in out.stdout
+                      "failed_by_type": {"http_500": failed}, "missing": 0,
+                      "headline_scores": {"metric": "answered", "scores": [], "differences": [],
+                                          "note": f"{ok}/60 answered, not graded"}}
+    assert f"answered {ok} of 60 prompts ({failed} failed, 0 without a result)" in (run_dir / "eval.log").read_text()
+    assert f" · {ok}/60 ok, {failed} failed (--retry-failed reruns them) · " in out.stdout.splitlines()[-1]
 
     every = profile_events(run_dir)
     events = model_calls(run_dir)
@@ -53,11 +56,13 @@ def test_chat_run_writes_scores_profile_events_and_run_json(tmp_path: Path,
     row = {"calls": 60, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": None,
            "cache_hits": 0, "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
     assert prompt > 0 and completion > 0 and usage == {"by_role": {"m": row}, "total": row}
-    assert f"  m  60 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost not priced" in out.stdout
+    log = (run_dir / "eval.log").read_text()  # the usage table is a detail: eval.log (the console with -v)
+    assert f"  m  60 call(s), {prompt:,} prompt + {completion:,} completion tokens, cost not priced" in log
+    assert f" · 60 calls · {prompt + completion:,} tokens · " in out.stdout.splitlines()[-1]  # the result line
 
     info = json.loads((run_dir / "run.json").read_text())
     assert (info["suite"], info["model"], info["models"], info["templates"], info["suite_options"]) == (
-        "chat", "m", ["m"], {}, {})
+        "chat", "m", ["m"], {}, {"temperature": None, "max_tokens": None})  # the generation flags, none given
 
 
 def test_two_models_are_refused_by_the_chat_suite(tmp_path: Path) -> None:

@@ -115,9 +115,10 @@ def test_a_topology_routes_roles_and_names_a_missing_key(tmp_path: Path, listene
     env = {"OPS_HOME": str(ops_home), "EVALTOPO_KEY": ""}
     proc = run_ops(["eval", "chat", "--no-analyze",
                     "--model", "responder", "--topology", "evaltopo", "--dataset", str(data),
-                    "--run-dir", str(tmp_path / "run")], env=env)
+                    "--run-dir", str(tmp_path / "run"), "-v"], env=env)
     assert proc.returncode == 0, proc.stderr
-    assert f"responder -> answer (sim/answer) [model] -> 127.0.0.1:{sim.port} *" in proc.stdout
+    assert "models called: answer as responder [1 replica]" in proc.stdout
+    assert f"responder -> answer (sim/answer) [model] -> 127.0.0.1:{sim.port} *" in proc.stdout  # -v: the routing
     assert f"judge     -> judge (gpt-x) [provider] -> http://127.0.0.1:{listener.port}/v1" in proc.stdout
     assert all(r["status"] == "ok" for r in results(tmp_path / "run"))
     judged = run_ops(["eval", "chat", "--no-analyze",

@@ -143,8 +143,11 @@ def test_up_health_kill_down(harness: Harness) -> None:
     logs = harness.ops("logs", "alpha/0", "-n", "5")
     assert logs.returncode == 0 and logs.stdout.strip()
 
-    again = harness.up(topo)
-    assert again.returncode == 3 and "already up" in again.stderr
+    pids = [p["pid"] for p in harness.state("two")["processes"]]
+    again = harness.up(topo)  # up and serving as the file says: nothing starts, exit 0 (`ops up X && ops eval …`)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.splitlines()[-1] == "two: already up, 4/4 ready"
+    assert [p["pid"] for p in harness.state("two")["processes"]] == pids
 
     state = harness.state("two")
     assert state["status"] == "up" and state["topology_file"] == str(topo)

@@ -80,8 +80,9 @@ def test_exact_scores_overall_and_per_tag(tmp_path: Path, sim_server: Callable[.
     roles = Counter(e["role"] for e in events if e["type"] == "model_call")
     assert roles == {"candidate": 64, "judge": items}
     assert proc.stdout.count("[TASK_COMPLETE]") == 64
-    assert f"healthbench: 64 of 64 examples scored ({items} rubric items, judge 'judge')" in proc.stdout
-    table = next(line for line in proc.stdout.splitlines() if line.strip().startswith("overall_score"))
+    log = (run_dir / "eval.log").read_text()  # the per-tag table: eval.log (the console with -v)
+    assert f"healthbench: 64 of 64 examples scored ({items} rubric items, judge 'judge')" in log
+    table = next(line for line in log.splitlines() if line.strip().startswith("overall_score"))
     assert table.split() == ["overall_score", f"{expected['overall_score']:.4f}", "64",
                              f"{expected['overall_score:bootstrap_std']:.4f}"]
 
@@ -125,8 +126,10 @@ def test_responses_file_makes_no_candidate_call(tmp_path: Path, sim_server: Call
     assert proc.returncode == 0, proc.stderr
     assert total([candidate], "sim_requests_total") == 0
     assert total([judge], "sim_requests_total") == sum(len(r["rubrics"]) for r in rows)
-    assert "  judge     -> judge [model]" in proc.stdout and "candidate -> candidate [model] -> " in proc.stdout
-    assert f"candidate [model] -> 127.0.0.1:{candidate.port} *" not in proc.stdout  # not called
+    log = (run_dir / "eval.log").read_text()
+    assert "  judge     -> judge [model]" in log and "candidate -> candidate [model] -> " in log
+    assert f"candidate [model] -> 127.0.0.1:{candidate.port} *" not in log  # not called
+    assert "models called: judge [1 replica]" in proc.stdout
     scores = json.loads((run_dir / "scores.json").read_text())
     assert_scores_match(scores["metrics"], expected_scores(rows, token_of))
     assert all(r["response_source"] == "responses_file" and r["candidate"] is None for r in results(run_dir))

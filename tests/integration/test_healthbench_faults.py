@@ -86,7 +86,8 @@ def test_grader_errors_are_counted_left_out_and_retry_failed_re_asks_only_them(
     assert scores["failed_by_type"] == {"grader_error": len(failed)}
     assert scores["metrics"]["overall_score:n_samples"] == 64 - len(failed)  # left out, not scored as unmet
     assert (f"left out of the scores: {len(failed)} failed example(s) (grader_error {len(failed)}); "
-            f"{expected_errors} rubric item(s) had no valid verdict after 1 attempt(s)") in first.stdout
+            f"{expected_errors} rubric item(s) had no valid verdict after 1 attempt(s)") in \
+        (run_dir / "eval.log").read_text()
     status = json.loads(run_ops(["eval-status", str(run_dir), "--json"]).stdout)
     assert status["failed_by_type"] == {"grader_error": len(failed)}
 
@@ -159,7 +160,8 @@ def test_a_judge_that_never_answers_validly_stops_at_the_bound_and_a_failing_one
     scores = json.loads((run_dir / "scores.json").read_text())
     assert (scores["scored"], scores["score"], scores["metrics"]) == (0, None, {})
     assert scores["grader_error_items"] == n_items
-    assert "healthbench: 0 of 3 examples scored" in proc.stdout
+    assert "healthbench: 0 of 3 examples scored" in (run_dir / "eval.log").read_text()
+    assert proc.stdout.splitlines()[-1].startswith("healthbench: no example scored · 0/3 ok, 3 failed")
 
     down = sim_server("judge", args=["--latency-ms", "5", "--fail", "500:1"])
     config = model_config(tmp_path / "down.json", {"candidate": [candidate], "judge": [down]})

@@ -223,8 +223,8 @@ def test_bundled_sets_run_and_bad_files_are_clear_errors(tmp_path: Path, fleet: 
     bad = tmp_path / "he.jsonl"
     bad.write_text('{"task_id": "x", "prompt": "p", "entry_point": "f"}\n')
     proc = eval_(fleet, "humaneval", bad, tmp_path / "r1", code=2)
-    assert proc.stderr == (f"error: {bad}:1: a humaneval line is {{\"task_id\", \"prompt\", \"entry_point\", "
-                           "\"test\"} (strings)\n")
+    assert proc.stderr == (f"error: {bad}:1: no \"test\" (its fields: task_id, prompt, entry_point); a humaneval line "
+                           "is {\"task_id\", \"prompt\", \"entry_point\", \"test\"} (strings)\n")
     proc = eval_(fleet, "bbh", tmp_path / "nowhere", tmp_path / "r2", code=2)
     assert proc.stderr == f"error: {tmp_path / 'nowhere'}: a BBH dataset is a directory of <subset>.json files\n"
 

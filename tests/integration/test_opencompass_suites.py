@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from orchestra_ops.evals.opencompass import paired
 from orchestra_ops.services.simllm import opencompass_rules as br
 
 from tests.adapters import make_adapter
@@ -137,7 +138,16 @@ def test_gsm8k_exact_accuracy_for_base_and_adapter(tmp_path: Path, fleet: Path) 
     comparison = scores["comparisons"][FT]["gsm8k"]
     assert comparison["difference"] == pytest.approx(mean, abs=1e-4) and comparison["n"] == 30
     assert comparison["ci95"] == pytest.approx([mean - half, mean + half], abs=1e-4)
-    assert f"{expected[BASE]:.2f}" in proc.stdout and f"{mean:+.2f}" in proc.stdout
+    log = (run_dir / "eval.log").read_text()  # OpenCompass's table, two decimals: eval.log (the console with -v)
+    assert f"{expected[BASE]:.2f}" in log and f"{mean:+.2f}" in log
+    result = proc.stdout.splitlines()[-1]  # the result line: one decimal, each model ± its interval, the difference
+    half_base = 196 * math.sqrt(expected[BASE] / 100 * (1 - expected[BASE] / 100) / 30)
+    assert result.startswith(f"gsm8k: accuracy: {BASE} {expected[BASE]:.1f}% ± {half_base:.1f} (n=30), "), result
+    # the headline's difference is the one a gate acts on: the paired bootstrap over its samples (posttrain's)
+    boot = paired.weighted_bootstrap({"gsm8k": list(zip(outcomes[BASE], outcomes[FT], strict=True))}, "micro")
+    assert boot is not None and boot.low is not None and boot.high is not None
+    assert f"; {FT} − {BASE} {mean:+.1f} [{boot.low:+.1f}, {boot.high:+.1f}]".replace("-", "−") in result
+    assert BROKEN not in result.split(" · ")[0]  # a model whose units failed has no score
 
     # the quirks, one by one, as stored per unit
     records = {r["id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}

@@ -271,7 +271,8 @@ def test_eval_chat_and_gsm8k_finish_every_id_once(fleet: Fleet) -> None:
     scores = json.loads((fleet.cwd / "runs/chat/scores.json").read_text())
     usage = scores.pop("usage")  # what vLLM reported for every call, per role (no pricing in this topology)
     assert scores == {"suite": "chat", "model": "tiny", "units": 8, "ok": 8, "failed": 0, "failed_by_type": {},
-                      "missing": 0}
+                      "missing": 0, "headline_scores": {"metric": "answered", "scores": [], "differences": [],
+                                                        "note": "8/8 answered, not graded"}}
     row = {"calls": 8, "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records), "completion_tokens": 64,
            "cost_usd": None, "cache_hits": 0, "cache_hit_prompt_tokens": 0, "cache_hit_completion_tokens": 0}
     assert row["prompt_tokens"] > 8 * 8 and usage == {"by_role": {"tiny": row}, "total": row}
@@ -370,7 +371,7 @@ def test_prompt_over_max_model_len_is_one_400_never_retried(fleet: Fleet) -> Non
     run = fleet.ops("eval", "chat", "--dataset", str(dataset), "--model", "tiny", "--topology", NAME,
                     "--max-retries", "3", "--no-analyze", "--run-dir", "runs/long")
     assert run.returncode == 0, run.stdout + run.stderr  # the eval ran; the failure is the unit's, recorded
-    assert "answered 1 of 2 prompts (1 failed, 0 without a result)" in run.stdout
+    assert "answered 1 of 2 prompts (1 failed, 0 without a result)" in (fleet.cwd / "runs/long/eval.log").read_text()
     records = {r["id"]: r for r in _read_jsonl(fleet.cwd / "runs/long/results.jsonl")}
     assert sorted(records) == ["long", "short"]
     assert records["short"]["status"] == "ok"

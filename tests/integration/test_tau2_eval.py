@@ -53,7 +53,9 @@ def test_synthetic_domain_scores_exactly_and_exports_as_tau2_results(tmp_path: P
     assert scores["termination_reasons"] == {"max_steps": trials, "too_many_errors": trials,
                                              "user_stop": n - 2 * trials}
     assert scores["by_domain"] == {"synthetic": {"simulations": n, "avg_reward": want["avg_reward"]}}
-    assert f"avg reward {want['avg_reward']:.4f} over {n} simulation(s) of {len(EXPECTED)} task(s)" in out.stdout
+    assert f"avg reward {want['avg_reward']:.4f} over {n} simulation(s) of {len(EXPECTED)} task(s)" in \
+        (run_dir / "eval.log").read_text()
+    assert f"tau2: average reward: orchestrator {100 * want['avg_reward']:.1f}% ± " in out.stdout.splitlines()[-1]
 
     records = {r["id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
     trial_seeds = seeds(trials)
@@ -202,9 +204,10 @@ def test_toolorchestra_protocol_routes_call_expert_to_the_alias_roles(tmp_path: 
         task_path = tmp_path / "tasks.json"
         task_path.write_text(json.dumps([delegated, by_id["ask_for_human"], by_id["invalid_tools"]]))
         run_dir = tmp_path / "run"
-        out = _eval(["--topology", str(topology), "--run-dir", str(run_dir), "--task-file", str(task_path),
-                     "--protocol", "toolorchestra", "--max-errors", "4"], {"OPS_HOME": str(home)})
-    assert "call_expert aliases: expert-1 -> strong, expert-2 -> strong, expert-3 -> strong" in out.stdout
+        _eval(["--topology", str(topology), "--run-dir", str(run_dir), "--task-file", str(task_path),
+               "--protocol", "toolorchestra", "--max-errors", "4"], {"OPS_HOME": str(home)})
+    assert "call_expert aliases: expert-1 -> strong, expert-2 -> strong, expert-3 -> strong" in \
+        (run_dir / "eval.log").read_text()
     records = {r["task_id"]: r for r in read_jsonl(run_dir / "results.jsonl")}
     assert {t: (r["reward"], r["termination_reason"], r["expert_calls"]) for t, r in records.items()} == {
         "book_via_expert": (1.0, "user_stop", 1), "ask_for_human": (1.0, "user_stop", 0),

@@ -21,12 +21,12 @@ JUDGE = {"temperature": 0.0, "max_tokens": 512}  # the judge's request defaults
 
 def _run(root: Path, name: str, correct: dict[Any, bool], *, latency: float = 1.0, ids: list[Any] | None = None,
          templates: dict[str, str] | None = None, judge: dict[str, Any] | None = None,
-         model: str = "m", dataset_text: str | None = None) -> Path:
+         model: str = "m", dataset_text: str | None = None, suite_options: dict[str, Any] | None = None) -> Path:
     """A run dir over dataset `ids` (default: the keys of `correct`) with results for the keys of `correct`."""
     dataset_ids = ids if ids is not None else list(correct)
     info = manifest_run_info(root / f"{name}-inputs", ids=dataset_ids, templates=templates or TEMPLATES,
                              judge_defaults=JUDGE if judge is None else judge, models=[model],
-                             dataset_text=dataset_text)
+                             dataset_text=dataset_text, suite_options=suite_options)
     results = [{"id": i, "status": "ok", "correct": c, "elapsed": latency * 2} for i, c in correct.items()]
     events = [model_event("orchestrator", n * 0.1, latency, model=model, task=i) for n, i in enumerate(correct)]
     return write_run(root / name, results=results, events=events, run_info=info)
@@ -95,6 +95,20 @@ def test_different_prompt_templates_and_judge(tmp_path: Path) -> None:
     assert "0.7" in result.differences[1].detail
     c = _run(tmp_path, "c", {i: True for i in ids}, templates={**TEMPLATES, "extra": "new"})
     assert [(d.item, d.detail) for d in compare_runs(a, c).differences] == [("template 'extra'", "used only by run B")]
+
+
+def test_only_the_suite_options_that_differ_are_named(tmp_path: Path) -> None:
+    ids = list(range(6))
+    same = {"judge": "judge", "aliases": ["search-*=answer"], "sampling": []}
+    a = _run(tmp_path, "a", {i: True for i in ids}, suite_options={**same, "max_rounds": 50, "budgets": []})
+    b = _run(tmp_path, "b", {i: True for i in ids}, suite_options={**same, "max_rounds": 2,
+                                                                    "budgets": ["expert_context=8000"]})
+    result = compare_runs(a, b)
+    assert [(d.item, d.detail) for d in result.differences] == [
+        ("suite options", "budgets: (none) → expert_context=8000; max_rounds: 50 → 2")]
+    cli = run_ops(["compare", str(a), str(b)], env={"COLUMNS": "100"})
+    assert cli.returncode == 0, cli.stderr
+    assert "max_rounds: 50 → 2" in cli.stdout and "search-*=answer" not in cli.stdout
 
 
 def test_run_without_manifest_cannot_be_proven_equivalent(tmp_path: Path) -> None:

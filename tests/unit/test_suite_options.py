@@ -36,7 +36,7 @@ class RoundsSuite(BaseSuite):
 def _invoke(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[click.testing.Result, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
-    def fake_run(name: str, suite: Any, options: Any, *, analyze: bool) -> None:  # the session, not run here
+    def fake_run(name: str, suite: Any, options: Any, *, analyze: bool, verbose: bool) -> None:  # not run here
         seen.update(suite=name, values={"models": options.models}, given=options.suite_options)
 
     monkeypatch.setattr(eval_cmd, "_run", fake_run)

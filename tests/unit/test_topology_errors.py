@@ -24,14 +24,37 @@ CASES: list[tuple[str, str, list[str]]] = [
         "unknown key lists the valid ones",
         HEADER + """\
 models:
+  a: {model: m, node: n, port: 9000, flavour: 2}
+""",
+        [f"t.yaml:7: models.a.flavour: unknown key 'flavour'; valid keys: {', '.join(ModelSpec.model_fields)}"],
+    ),
+    (
+        "a mistyped key: did you mean",
+        HEADER + """\
+models:
   a: {model: m, node: n, port: 9000, replica: 2}
 """,
-        [f"t.yaml:7: models.a.replica: unknown key 'replica'; valid keys: {', '.join(ModelSpec.model_fields)}"],
+        ["t.yaml:7: models.a.replica: unknown key 'replica'; did you mean `replicas`?"],
+    ),
+    (
+        "a mistyped top-level key: did you mean",
+        HEADER + "modles: {}\n",
+        ["t.yaml:6: modles: unknown key 'modles'; did you mean `models`?"],
     ),
     (
         "unknown top-level key",
-        HEADER + "modles: {}\n",
-        [f"t.yaml:6: modles: unknown key 'modles'; valid keys: {', '.join(Topology.model_fields)}"],
+        HEADER + "machines: {}\n",
+        [f"t.yaml:6: machines: unknown key 'machines'; valid keys: {', '.join(Topology.model_fields)}"],
+    ),
+    (
+        "a role naming a mistyped model: did you mean",
+        HEADER + """\
+models:
+  answer: {model: m, node: n, port: 9000}
+roles:
+  judge: answr
+""",
+        ["t.yaml:9: roles.judge: 'answr' names no model, service or provider; did you mean `answer`? (answer)"],
     ),
     (
         "missing required field",

@@ -36,8 +36,9 @@ models:
     ("{load_factor: 0.9}", "t.yaml:12: models.a.routing.load_factor: Input should be greater than or equal to 1 "
                            "(got 0.9)"),
     ("{load_factor: .inf}", "t.yaml:12: models.a.routing.load_factor: Input should be a finite number"),
-    ("{afinity: none}", "t.yaml:12: models.a.routing.afinity: unknown key 'afinity'; valid keys: "
-                        f"{', '.join(ModelRouting.model_fields)}"),
+    ("{afinity: none}", "t.yaml:12: models.a.routing.afinity: unknown key 'afinity'; did you mean `affinity`?"),
+    ("{zzz: 1}", "t.yaml:12: models.a.routing.zzz: unknown key 'zzz'; valid keys: "
+                 f"{', '.join(ModelRouting.model_fields)}"),
 ])
 def test_a_bad_routing_setting_names_its_line_and_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         routing: str, expected: str) -> None:

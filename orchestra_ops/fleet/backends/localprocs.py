@@ -23,7 +23,7 @@ from orchestra_ops.core.logtail import follow, tail
 from orchestra_ops.core.logtail import settle as settle_log
 from orchestra_ops.fleet.backends.base import NodeGroup, ProcessView, StopReport
 from orchestra_ops.fleet.process_spec import ProcessSpec
-from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
+from orchestra_ops.fleet.state import NodeRecord, ProcessRecord, started_by_ops
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def check_here(group: NodeGroup) -> list[str]:
         for port in (spec.port, *spec.more_ports):
             holder = held.get(port) or procs.port_holder(spec.bind_host, port, known=held)
             if holder is not None:
-                problems.append(f"{spec.name}: {holder.describe()}")
+                problems.append(f"{spec.name}: {describe_holder(holder)}")
                 break
         path = spec.env.get("PATH", os.environ.get("PATH"))
         missing = missing_executable(resolve_argv(spec.argv), path)
@@ -69,6 +69,16 @@ def check_here(group: NodeGroup) -> list[str]:
         if missing:
             problems.append(f"{spec.name}: command not found: {missing}")
     return problems
+
+
+def describe_holder(holder: procs.PortHolder) -> str:
+    """Who holds a port: a process of a fleet `ops up` started is named by topology and process."""
+    owner = started_by_ops(holder.pid) if holder.pid is not None else None
+    if owner is None:
+        return holder.describe()
+    topology, record = owner
+    return (f"port {holder.port} is held by {record.name} of topology '{topology}' (pid {record.pid}), which "
+            f"`ops up` started; `ops down {topology}` stops it")
 
 
 def absolute_log(spec: ProcessSpec, cwd: Path) -> Path:
