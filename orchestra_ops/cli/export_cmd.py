@@ -1,10 +1,11 @@
-"""`ops export RUN_DIR --format toolorchestra|tau2|mlflow|wandb`: a run in another tool's terms.
+"""`ops export RUN_DIR --format toolorchestra|tau2|mlflow|wandb|inspect`: a run in another tool's terms.
 
 toolorchestra: one {id}.json per task (--out DIR), as ToolOrchestra's eval scripts write them.
 tau2: τ²-bench's results file (--out FILE.json) of a tau2 run (orchestra_ops/evals/tau2/export.py).
 mlflow: one MLflow run per run dir on a tracking server (--tracking-uri, else $MLFLOW_TRACKING_URI),
 idempotent on re-export (orchestra_ops/export/mlflow_export.py).
 wandb: an offline W&B run directory under --out (orchestra_ops/export/wandb_export.py).
+inspect: an Inspect AI eval log (--out FILE.eval) that `inspect view` opens (orchestra_ops/export/inspect_export.py).
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ from orchestra_ops.errors import ConfigError
 
 @click.command("export")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(["toolorchestra", "tau2", "mlflow", "wandb"]),
+@click.option("--format", "fmt", type=click.Choice(["toolorchestra", "tau2", "mlflow", "wandb", "inspect"]),
               default="toolorchestra", show_default=True,
               help="toolorchestra: per-task files (hle, frames); tau2: τ²-bench's results file (a tau2 run); "
-                   "mlflow: a run on a tracking server; wandb: an offline W&B run directory.")
-@click.option("--out", type=click.Path(), help="Directory to write to (toolorchestra, wandb), or the JSON file (tau2).")
+                   "mlflow: a run on a tracking server; wandb: an offline W&B run directory; inspect: an "
+                   "Inspect AI log (FILE.eval).")
+@click.option("--out", type=click.Path(),
+              help="Directory to write to (toolorchestra, wandb), or the file (tau2: .json, inspect: .eval).")
 @click.option("--overwrite", is_flag=True, help="toolorchestra: write into a directory that already holds files; "
-                                              "tau2: replace the file.")
+                                              "tau2, inspect: replace the file.")
 @click.option("--tracking-uri", help="mlflow: the tracking server (default: $MLFLOW_TRACKING_URI).")
 @click.option("--experiment", default="orchestra-ops", show_default=True, help="mlflow: the experiment's name.")
 @click.option("--project", default="orchestra-ops", show_default=True, help="wandb: the project's name.")
-@click.option("--json", "as_json", is_flag=True, help="mlflow, wandb: print what was written as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="mlflow, wandb, inspect: print what was written as JSON.")
 def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_uri: str | None, experiment: str,
            project: str, as_json: bool) -> None:
     """Write a run in another tool's layout or tracking store."""
@@ -52,7 +55,19 @@ def export(run_dir: str, fmt: str, out: str | None, overwrite: bool, tracking_ur
                        f"{', '.join(done.changed_params)}")
         return
     if not out:
-        raise ConfigError(f"--format {fmt} needs --out {'FILE.json' if fmt == 'tau2' else 'DIR'}")
+        wanted = {"tau2": "FILE.json", "inspect": "FILE.eval"}.get(fmt, "DIR")
+        raise ConfigError(f"--format {fmt} needs --out {wanted}")
+    if fmt == "inspect":
+        from orchestra_ops.export.inspect_export import export_inspect
+
+        log = export_inspect(Path(run_dir), Path(out), overwrite=overwrite)
+        if as_json:
+            echo_json(log.to_json())
+            return
+        note = f" ({log.errors} errored)" if log.errors else ""
+        click.echo(f"wrote {log.samples} sample(s){note} of the {log.suite} run to {log.out}; "
+                   f"open it with `inspect view --log-dir {log.out.parent}`")
+        return
     if fmt == "tau2":
         from orchestra_ops.evals.tau2.export import export_tau2
 

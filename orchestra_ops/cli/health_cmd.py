@@ -44,6 +44,8 @@ def _render(report: HealthReport, as_json: bool) -> None:
         notes = _node_table(report)
         if notes is not None:
             console.print(notes)
+        if report.gateway is not None:
+            console.print(f"gateway: {report.gateway}/v1 (OpenAI base URL for any harness)", highlight=False)
 
 
 def _watch_live(report: HealthReport, every: float) -> HealthReport:

@@ -1,4 +1,4 @@
-"""`ops serve sim|retrieval`: the servers the plan starts. Heavy imports happen inside each one."""
+"""`ops serve sim|retrieval|gateway`: the servers the plan starts. Heavy imports happen inside each one."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import click
 SERVE_COMMANDS: dict[str, str] = {
     "sim": "serve_sim:sim",
     "retrieval": "serve_retrieval:retrieval",
+    "gateway": "serve_gateway:gateway",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from orchestra_ops.cli.render import echo_json, print_table
+from orchestra_ops.fleet.views import gateway_url
 from orchestra_ops.fleet.views import status as fleet_status
 
 
@@ -26,5 +27,8 @@ def status(topology: str | None, as_json: bool) -> None:
              if n.state or n.problem]
     if notes:
         print_table(None, ["node", "backend", "host", "state", "problem"], notes)
+    url = gateway_url(report.state)
+    if url is not None:
+        click.echo(f"gateway: {url}/v1")
     if report.state.engine_versions:
         print_table(None, ["node", "vLLM"], sorted(report.state.engine_versions.items()))

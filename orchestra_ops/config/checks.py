@@ -77,7 +77,7 @@ MANAGED_ENV: dict[str, str] = {
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
     for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, _ports, _roles,
-                  _aliases, _names, _node_backends, check_lora):
+                  _aliases, _names, _node_backends, _gateway, check_lora):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     problems.extend(place_cpus(topology)[1])
@@ -183,6 +183,9 @@ def _ports(topology: Topology) -> Iterator[Problem]:
         entries.append((("models", key, "port"), f"models.{key}", model.node, model.port, model.replicas))
     for key, service in topology.services.items():
         entries.append((("services", key, "port"), f"services.{key}", service.node, service.port, 1))
+    gateway_node = topology.gateway_node
+    if topology.gateway is not None and gateway_node is not None:
+        entries.append((("gateway", "port"), "gateway", gateway_node, topology.gateway.port, 1))
     for path, label, node_name, port, count in entries:
         if node_name not in topology.nodes:
             continue
@@ -246,3 +249,25 @@ def _node_backends(topology: Topology) -> Iterator[Problem]:
                 "backend: local or tmux (nodes with a host on other machines are reached over ssh)")
         elif node.ssh is not None and node.is_local:
             yield ("nodes", name, "ssh"), f"'{node.host}' is this machine; 'ssh' applies to nodes on other hosts"
+
+
+def _gateway(topology: Topology) -> Iterator[Problem]:
+    """The gateway runs on this machine, and never hands provider keys to an open port."""
+    gateway = topology.gateway
+    if gateway is None:
+        return
+    node_name = topology.gateway_node
+    if node_name is None:
+        yield ("gateway",), ("no node of the topology is on this machine (host: localhost); the gateway runs "
+                             "where `ops up` runs: declare one, or name it with gateway.node")
+    elif node_name not in topology.nodes:
+        yield ("gateway", "node"), f"'{node_name}' is not a declared node (nodes: {', '.join(topology.nodes)})"
+    elif topology.nodes[node_name].host not in LOCAL_HOSTS:
+        yield ("gateway", "node"), (f"'{node_name}' is not on this machine (host {topology.nodes[node_name].host}); "
+                                    "the gateway runs where `ops up` runs")
+    keyed = sorted(k for k, p in topology.providers.items() if p.api_key_env)
+    loopback = gateway.bind in ("localhost", "::1") or gateway.bind.startswith("127.")
+    if keyed and not loopback and gateway.api_key_env is None:
+        yield ("gateway", "bind"), (f"'{gateway.bind}' is not loopback and the gateway injects the keys of "
+                                    f"{', '.join(keyed)}: set gateway.api_key_env (clients then send a bearer "
+                                    "token), or bind 127.0.0.1")

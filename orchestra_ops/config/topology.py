@@ -160,6 +160,24 @@ class Provider(Strict):
         return value
 
 
+class GatewaySettings(Strict):
+    """`gateway:` one OpenAI URL over the fleet: `ops up` starts `ops serve gateway` on a node of this
+    machine once every model serves, and `ops down` stops it (orchestra_ops/gateway)."""
+
+    port: Port
+    bind: str = "127.0.0.1"  # anything but loopback needs api_key_env when a provider's key would be injected
+    node: str | None = None  # a node on this machine (default: the first one the topology declares)
+    api_key_env: str | None = None  # clients send `Authorization: Bearer $VAR`
+    cache: bool = False  # answer repeated temperature-0 requests from the response cache
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(f"'{value}' is not an environment variable name (the token itself never goes here)")
+        return value
+
+
 class EvalSettings(Strict):
     """`eval:` how `ops eval --detach slurm` runs the eval itself: an sbatch job of its own, CPU only."""
 
@@ -186,6 +204,16 @@ class Topology(Strict):
     roles: dict[str, str] = Field(default_factory=dict)
     aliases: dict[str, str] = Field(default_factory=dict)  # tool alias (search-1, …) -> role or model/provider key
     eval: EvalSettings | None = None  # the detached eval's own sbatch job (detach.py)
+    gateway: GatewaySettings | None = None  # `ops serve gateway` started and stopped with the fleet
+
+    @property
+    def gateway_node(self) -> str | None:
+        """The node the gateway runs on: `gateway.node`, else the first node on this machine (None: none)."""
+        if self.gateway is None:
+            return None
+        if self.gateway.node is not None:
+            return self.gateway.node
+        return next((name for name, node in self.nodes.items() if node.host in LOCAL_HOSTS), None)
 
     @field_validator("name")
     @classmethod

@@ -36,6 +36,8 @@ def endpoints_for(plan: LaunchPlan) -> Endpoints:
     """
     result: Endpoints = {}
     for spec in plan.processes:
+        if spec.kind == "gateway":  # not a model: ToolOrchestra's scripts read every key as one
+            continue
         if spec.host is None:
             raise LaunchError(f"{spec.name}: the host of node '{spec.node}' is known only once slurm "
                               "has allocated it (after `ops up`)")
@@ -83,6 +85,8 @@ def fleet_endpoints(state: FleetState) -> Endpoints | None:
     adapter on its base model's replicas, as endpoints_for does); None while a host is unknown."""
     endpoints: Endpoints = {}
     for record in state.processes:
+        if record.kind == "gateway":  # not a model: ToolOrchestra's scripts read every key as one
+            continue
         if record.host is None:
             return None
         for key in (record.endpoint_key, *record.adapters):  # a declared adapter: a key on its base's replicas

@@ -1,6 +1,6 @@
 """Bringing a fleet up and down on every node it names; the CLI commands are thin layers over this module.
 
-    up:   load + plan (+ the retrieval indexes to build, indexes.py)
+    up:   load + plan (+ the retrieval indexes to build, indexes.py; the gateway, if any, set aside)
           -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
           -> up already with some processes dead: restart only those (repair.py), done
           -> refuse if already up -> preflight every node in parallel (ports, commands, ssh reach,
@@ -10,7 +10,7 @@
           -> build the missing retrieval indexes from their corpora (with progress)
           -> launch every node in parallel; state.json after each (status "up", before waiting, so
           `ops down` works after a crash) -> wait until every process is READY (readiness.py)
-          -> model_config.json once every host is known.
+          -> model_config.json once every host is known -> the gateway (it routes over that file), ready.
           A failure anywhere stops what this `ops up` started everywhere (unless --keep-on-failure).
     down: every node through the backend that owns it, in parallel: stop, verify -> status "down"
 """
@@ -37,7 +37,7 @@ from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints, write
 from orchestra_ops.fleet.indexes import BuildProgress, missing_indexes
 from orchestra_ops.fleet.indexes import build as build_index
 from orchestra_ops.fleet.node_groups import node_groups
-from orchestra_ops.fleet.plan import plan
+from orchestra_ops.fleet.plan import LaunchPlan, plan
 from orchestra_ops.fleet.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
 from orchestra_ops.fleet.repair import restart, split_running, survey
 from orchestra_ops.fleet.state import FleetState, read_state, resolve_name, write_state
@@ -85,7 +85,9 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
     topology = load_topology(source)
     launch_plan = plan(topology)
     builds = missing_indexes(source, topology, launch_plan)  # a missing index without a corpus fails here
-    groups = node_groups(topology, launch_plan, opts.backend or topology.backend)
+    fleet_plan, gateway_plan = split_gateway(launch_plan)
+    groups = node_groups(topology, fleet_plan, opts.backend or topology.backend)
+    gateway_groups = node_groups(topology, gateway_plan, opts.backend or topology.backend)
     if not groups:
         raise LaunchError(f"{source}: nothing to start (no models or services)")
     cwd = Path.cwd()
@@ -101,7 +103,7 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
         if repaired is not None:
             return repaired
         _check_not_up(topology.name, opts, warn, backends)
-        _preflight(groups, backends, ctx)
+        _preflight(groups + gateway_groups, backends, ctx)
         engines = argv_check_nodes.check_topology_engines(source, topology, groups, backends, ctx)
         for check in engines:
             if check.skipped:
@@ -132,16 +134,38 @@ def up(topology_file: str | Path, options: UpOptions | None = None, *,
             ready_s = time.monotonic() - started
         else:
             state = refresh_hosts(state, backends)
-    out = write_fleet_endpoints(state, opts.endpoints_out)
-    if out is None:
-        waiting = ", ".join(n.name for n in state.nodes if n.host is None)
-        warnings.append(f"no endpoints file yet: nodes {waiting} have no host until their slurm jobs run "
-                        "(`ops health` writes it once they do)")
-        warn(warnings[-1])
+        out = write_fleet_endpoints(state, opts.endpoints_out)
+        if out is None:
+            waiting = ", ".join(n.name for n in state.nodes if n.host is None)
+            warnings.append(f"no endpoints file yet: nodes {waiting} have no host until their slurm jobs run "
+                            "(`ops health` writes it once they do)"
+                            + ("; start the gateway then with `ops restart gateway`" if gateway_groups else ""))
+            warn(warnings[-1])
+        elif gateway_groups:  # it routes over the endpoints file: started once the fleet serves
+            state = _launch(gateway_groups, backends, ctx, state, opts.stop_timeout_s)
+            if opts.wait:
+                timeout = opts.timeout_s if opts.timeout_s is not None else topology.defaults.ready_timeout_s
+                gateway_only = replace(state, processes=[r for r in state.processes if r.kind == "gateway"])
+                try:
+                    asyncio.run(wait_ready(backends, gateway_only, timeout, on_progress))
+                except ReadinessError as exc:
+                    if not opts.keep_on_failure:
+                        stop_fleet(state, backends, opts.stop_timeout_s)
+                        write_state(state.with_status("down", stopped_at=time.time()))
+                        raise ReadinessError(f"{exc}\nfleet stopped (--keep-on-failure leaves it running)") from None
+                    raise
+                ready_s = time.monotonic() - started
     state = replace(state, ready_at=time.time() if opts.wait else None,
                     endpoints_file=None if out is None else str(out))
     write_state(state)
     return UpResult(state=state, endpoints_file=out, ready_s=ready_s, warnings=warnings)
+
+
+def split_gateway(launch_plan: LaunchPlan) -> tuple[LaunchPlan, LaunchPlan]:
+    """(the plan without the gateway, the gateway alone): the gateway starts once the rest serves."""
+    rest = tuple(spec for spec in launch_plan.processes if spec.kind != "gateway")
+    gateway = tuple(spec for spec in launch_plan.processes if spec.kind == "gateway")
+    return replace(launch_plan, processes=rest), replace(launch_plan, processes=gateway)
 
 
 def _save(state: FleetState) -> None:
@@ -171,8 +195,10 @@ def _preflight(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext) 
 def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, state: FleetState,
             stop_timeout: float) -> FleetState:
     """Launch every node in parallel; state.json after each. A failure stops what the others started."""
-    order = {spec.name: index for index, spec in enumerate(s for g in groups for s in g.specs)}
-    node_order = {group.name: index for index, group in enumerate(groups)}
+    names = [*(r.name for r in state.processes), *(spec.name for g in groups for spec in g.specs)]
+    order = {name: index for index, name in enumerate(dict.fromkeys(names))}
+    node_names = [*(n.name for n in state.nodes), *(group.name for group in groups)]
+    node_order = {name: index for index, name in enumerate(dict.fromkeys(node_names))}
     lock = threading.Lock()
     current = [state]
 
@@ -180,7 +206,9 @@ def _launch(groups: list[NodeGroup], backends: Backends, ctx: LaunchContext, sta
         launched = backends.get(group.backend).launch(group, ctx)
         with lock:
             now = current[0]
-            nodes = sorted([*now.nodes, launched.node], key=lambda n: node_order[n.name])
+            known = {n.name for n in now.nodes}  # a second launch on a node (the gateway) keeps its record
+            added = [] if launched.node.name in known else [launched.node]
+            nodes = sorted([*now.nodes, *added], key=lambda n: node_order[n.name])
             records = sorted([*now.processes, *launched.processes], key=lambda r: order[r.name])
             current[0] = replace(now, nodes=nodes, processes=records)
             write_state(current[0])

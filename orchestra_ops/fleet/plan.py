@@ -1,7 +1,8 @@
 """Topology -> LaunchPlan: every process `ops up` would start, as plain data. Pure.
 
 One command builder per engine: `vllm serve …` for vLLM replicas, `ops serve sim …` for the
-simulated engine and `ops serve retrieval …` for retrieval services. The reproduce command of a
+simulated engine, `ops serve retrieval …` for retrieval services and `ops serve gateway …` for the
+topology's gateway (started once the rest serves; it is no key of the endpoints file). The reproduce command of a
 process is a shell line in which every value is quoted, so a model named `x; rm -rf ~` is one
 argument and nothing else.
 """
@@ -19,7 +20,7 @@ from orchestra_ops.config.topology import LOCAL_HOSTS, ModelSpec, RetrievalServi
 from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.fleet.lora_argv import lora_argv, lora_env
 
-Engine = Literal["vllm", "sim", "retrieval"]
+Engine = Literal["vllm", "sim", "retrieval", "gateway"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
     for key, service in topology.services.items():
         index_dir = service.index_dir or str(base / "index" / key)  # see indexes.py
         processes.append(_retrieval_process(topology, key, service, placement.get(key, ()), log_dir, index_dir))
+    if topology.gateway is not None:
+        processes.append(_gateway_process(topology, log_dir))
     return LaunchPlan(name=topology.name, backend=topology.backend, processes=tuple(processes),
                       state_dir=str(base), log_dir=log_dir)
 
@@ -257,6 +260,34 @@ def _retrieval_process(topology: Topology, key: str, service: RetrievalService, 
         port=service.port, gpus=gpus, argv=tuple(retrieval_argv(topology, service, bind, index_dir)), env=env,
         log=_log_path(log_dir, key), served_model_name=None,
         ulimit_nofile=topology.defaults.ulimit_nofile, endpoint_key=key,
+    )
+
+
+GATEWAY = "gateway"  # the gateway's process name (and kind)
+
+
+def gateway_argv(topology: Topology) -> list[str]:
+    """`ops serve gateway --topology NAME --host H --port P …`: NAME is up by the time it starts."""
+    gateway = topology.gateway
+    assert gateway is not None
+    argv = [*topology.defaults.ops_command, "serve", "gateway", "--topology", topology.name, "--host", gateway.bind,
+            "--port", str(gateway.port)]
+    if gateway.api_key_env:
+        argv += ["--api-key-env", gateway.api_key_env]
+    if gateway.cache:
+        argv += ["--cache"]
+    return argv
+
+
+def _gateway_process(topology: Topology, log_dir: str) -> ProcessSpec:
+    gateway = topology.gateway
+    node = topology.gateway_node
+    assert gateway is not None and node is not None  # load_topology refuses a gateway with no node here
+    host = "127.0.0.1" if gateway.bind in ("0.0.0.0", "::", "localhost") else gateway.bind
+    return ProcessSpec(
+        name=GATEWAY, group=GATEWAY, kind="gateway", node=node, host=host, bind_host=gateway.bind, port=gateway.port,
+        gpus=(), argv=tuple(gateway_argv(topology)), env={"PYTHONUNBUFFERED": "1"}, log=_log_path(log_dir, GATEWAY),
+        served_model_name=None, ulimit_nofile=topology.defaults.ulimit_nofile, endpoint_key=GATEWAY,
     )
 
 

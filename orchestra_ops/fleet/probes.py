@@ -2,7 +2,7 @@
 
 A model replica is READY when `/health` answers 200, `/v1/models` lists its served name and a
 1-token chat completion succeeds (vLLM binds its port before the engine is up, so "ready" must mean
-"serving"); a retrieval service is READY when `/health` answers 200. The other states:
+"serving"); a retrieval service or the gateway is READY when `/health` answers 200. The other states:
 
     PENDING    not started yet: its slurm job waits for a node (the detail says why)
     STARTING   the port answers but the server says it is not ready yet (503, model not loaded)
@@ -155,7 +155,7 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
         state, detail = State.PENDING, target.waiting
     else:
         try:
-            if target.kind == "retrieval":
+            if target.kind in ("retrieval", "gateway"):
                 await _check_health(client, target)
             else:
                 served = target.served_model_name or ""

@@ -85,6 +85,12 @@ def _node_rows(state: FleetState, views: dict[str, NodeView]) -> list[NodeStatus
                        problem=views[node.name].failure if node.name in views else None) for node in state.nodes]
 
 
+def gateway_url(state: FleetState) -> str | None:
+    """The gateway's base URL (clients use `<url>/v1`), when the topology runs one."""
+    record = next((r for r in state.processes if r.kind == "gateway"), None)
+    return None if record is None else record.base_url
+
+
 @dataclass(frozen=True)
 class HealthReport:
     topology: str
@@ -92,6 +98,7 @@ class HealthReport:
     undeclared_env: list[str]
     nodes: list[NodeStatus]
     placement: dict[str, tuple[str, str]]  # process -> (node, backend)
+    gateway: str | None = None  # the gateway's URL (not a key of the endpoints file)
 
     @property
     def all_ready(self) -> bool:
@@ -102,7 +109,8 @@ class HealthReport:
         for probe in self.probes:
             node, backend = self.placement.get(probe.name, ("", ""))
             processes.append({**probe.to_json(), "node": node, "backend": backend})
-        return {"topology": self.topology, "processes": processes, "nodes": [n.to_json() for n in self.nodes]}
+        return {"topology": self.topology, "processes": processes, "nodes": [n.to_json() for n in self.nodes],
+                "gateway": None if self.gateway is None else {"url": self.gateway}}
 
 
 def health(name: str | None = None, *, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> HealthReport:
@@ -118,7 +126,8 @@ def health(name: str | None = None, *, timeout_s: float = DEFAULT_PROBE_TIMEOUT_
     return HealthReport(topology=state.name, probes=probes,
                         undeclared_env=undeclared_provider_vars(state.provider_key_envs),
                         nodes=_node_rows(state, views),
-                        placement={r.name: (r.node, r.backend) for r in state.processes})
+                        placement={r.name: (r.node, r.backend) for r in state.processes},
+                        gateway=gateway_url(state))
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,8 @@ class StatusReport:
     def to_json(self) -> dict[str, Any]:
         return {"topology": self.state.name, "status": self.state.status,
                 "processes": [p.to_json() for p in self.processes], "nodes": [n.to_json() for n in self.nodes],
-                "vllm_versions": dict(self.state.engine_versions)}
+                "vllm_versions": dict(self.state.engine_versions),
+                "gateway": None if (url := gateway_url(self.state)) is None else {"url": url}}
 
 
 def status(name: str | None = None) -> StatusReport:

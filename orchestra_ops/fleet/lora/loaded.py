@@ -147,7 +147,7 @@ def runtime_adapters(topology_name: str) -> dict[str, str]:
 
 
 def runtime_adapter_paths(topology_name: str) -> dict[str, str]:
-    """adapter name -> the directory `ops lora load` loaded it from (what the response cache keys on)."""
+    """adapter name -> the directory `ops lora load` loaded it from (the response cache and the gateway key on it)."""
     try:
         return {name: entry.path for name, entry in _read_raw(topology_name).items()}
     except StateError:

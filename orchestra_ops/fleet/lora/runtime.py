@@ -275,7 +275,7 @@ class AdapterListing:
 def list_adapters(topology: str | None = None, timeout_s: float = 10.0) -> AdapterListing:
     """Every model replica of a fleet that is up, with the adapters its /v1/models lists."""
     fleet = _open(topology)
-    records = [r for r in fleet.state.processes if r.kind != "retrieval"]
+    records = [r for r in fleet.state.processes if r.kind in ("vllm", "sim")]
     cards = asyncio.run(_cards_of(records, timeout_s))
     rows = []
     for record, listed in zip(records, cards, strict=True):
