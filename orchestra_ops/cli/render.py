@@ -39,3 +39,15 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 def stderr_console() -> Console:
     """A console on stderr for progress and warnings, so stdout stays clean for data."""
     return Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+def describe_part(role: str, ranks: Sequence[int], stages: Sequence[int], domain: str | None) -> str:
+    """`Ray head, stage 0, steps with big`; `DP ranks 0-3`; `-` for a plain server (also `ops health`'s)."""
+    words = {"ray-head": ["Ray head"], "ray-worker": ["Ray worker"]}.get(role, [])
+    if ranks:
+        words.append(f"DP rank {ranks[0]}" if len(ranks) == 1 else f"DP ranks {ranks[0]}-{ranks[-1]}")
+    if stages:
+        words.append(f"stage {stages[0]}" if len(stages) == 1 else f"stages {stages[0]}-{stages[-1]}")
+    if domain:
+        words.append(f"steps with {domain}")
+    return ", ".join(words) or "-"

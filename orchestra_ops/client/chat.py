@@ -15,6 +15,7 @@ from orchestra_ops.client.affinity import session_header
 from orchestra_ops.client.cache import ResponseCache, request_key
 from orchestra_ops.client.call_errors import CallError, TransportError
 from orchestra_ops.client.callctx import current_role, current_session
+from orchestra_ops.client.dp_ranks import rank_headers
 from orchestra_ops.client.pool import Outcome, ReplicaPool
 from orchestra_ops.client.pricing import Price
 from orchestra_ops.client.prompt_size import estimate_prompt_tokens
@@ -90,6 +91,7 @@ class ModelClient:
     cache: ResponseCache | None = None  # --cache: answered requests replayed from SQLite (None: off)
     identity: str | None = None  # what the served name stands for (identity.py), part of every cache key
     price: Price | None = None  # the target's pricing: each call's cost goes into its event
+    dp_ranks: int = 1  # vLLM internal DP ranks behind each endpoint: a session's calls pin one (dp_ranks.py)
 
     async def chat(self, messages: Sequence[Message], *, role: str = "", task: str | int | None = None,
                    session: str | None = None, **params: Any) -> ChatResult:
@@ -168,6 +170,7 @@ class ModelClient:
         headers = {"Content-Type": "application/json"}
         if session is not None and self.pool.sessions is not None:
             headers["x-session-id"] = session_header(session)  # a router in front keeps the same affinity
+            headers.update(rank_headers(self.dp_ranks, session))  # and vLLM's internal DP keeps it on one rank
         if self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)  # read at call time; never stored or logged
             if not key:

@@ -94,7 +94,7 @@ class FleetClient:
                            slots=asyncio.Semaphore(limit) if limit else None,
                            request_defaults=target.request_defaults, max_model_len=target.max_model_len,
                            api_key_env=target.api_key_env, on_call=self.on_call, cache=self.cache,
-                           identity=identity, price=target.price)
+                           identity=identity, price=target.price, dp_ranks=target.dp_ranks)
 
     def end_session(self, session: str) -> None:
         """A unit of work is done: every pool forgets where its session was (the table stays bounded)."""

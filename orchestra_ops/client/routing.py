@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from orchestra_ops.client.affinity import Affinity, AffinityMode
 from orchestra_ops.client.pricing import Price
-from orchestra_ops.config.topology import Pricing, Topology
+from orchestra_ops.config.topology import ModelSpec, Pricing, Topology
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.endpoints import Endpoints
 
@@ -45,6 +45,7 @@ class Target:
     adapter_path: str | None = None  # a LoRA adapter: its directory (lora_modules, or lora.json of `ops lora load`)
     price: Price | None = None  # the topology's `pricing` (None: calls are not priced)
     affinity: Affinity = field(default_factory=Affinity)  # how its pool places session calls (topology `routing:`)
+    dp_ranks: int = 1  # vLLM internal DP ranks behind its endpoint that a session's calls pin (client/dp_ranks.py)
 
     @property
     def where(self) -> str:
@@ -129,7 +130,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
                               request_timeout_s=model.request_timeout_s, tokenizer=model.tokenizer,
                               checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"),
                               price=_price(model.pricing),
-                              affinity=Affinity(model.routing.affinity, model.routing.load_factor))
+                              affinity=Affinity(model.routing.affinity, model.routing.load_factor),
+                              dp_ranks=pinned_ranks(model))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     paths = {**(adapter_paths or {}),
              **{name: path for model in topology.models.values() for name, path in model.lora_modules.items()}}
@@ -166,6 +168,12 @@ def engine_arg(argv: Sequence[str], flag: str) -> str | None:
 
 def _price(pricing: Pricing | None) -> Price | None:
     return None if pricing is None else Price(pricing.input_per_mtok, pricing.output_per_mtok)
+
+
+def pinned_ranks(model: ModelSpec) -> int:
+    """The internal DP ranks a session's calls to `model` are pinned among (1: no pinning)."""
+    settings = model.data_parallel
+    return model.replicas if settings.mode == "vllm-internal" and settings.pin_ranks else 1
 
 
 def from_model_config(endpoints: Endpoints, *, source: str, name: str) -> Routing:

@@ -11,8 +11,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from orchestra_ops.config.layout import shape_problems
 from orchestra_ops.config.lora_checks import check_lora
 from orchestra_ops.config.placement import place_cpus, place_gpus
+from orchestra_ops.config.port_checks import port_problems
 from orchestra_ops.config.topology import ENV_NAME, LOCAL_HOSTS, Topology
 
 Problem = tuple[tuple[Any, ...], str]
@@ -61,8 +63,21 @@ MANAGED_FLAGS: dict[str, str] = {
     "--enable-auto-tool-choice": "tool_parser",
     "--gpu-memory-utilization": "gpu_memory_utilization",
     "--max-model-len": "max_model_len",
-    "--tensor-parallel-size": "gpus_per_replica",
-    "-tp": "gpus_per_replica",
+    "--tensor-parallel-size": "tensor_parallel (or gpus_per_replica)",
+    "-tp": "tensor_parallel (or gpus_per_replica)",
+    "--pipeline-parallel-size": "pipeline_parallel",
+    "-pp": "pipeline_parallel",
+    "--data-parallel-size": "replicas with data_parallel.mode",
+    "-dp": "replicas with data_parallel.mode",
+    "--data-parallel-rank": "data_parallel.mode: vllm-external",
+    "--data-parallel-size-local": "data_parallel.mode",
+    "--data-parallel-start-rank": "data_parallel.mode",
+    "--data-parallel-address": "the node's hosts",
+    "--data-parallel-rpc-port": "data_parallel.rpc_port",
+    "--data-parallel-hybrid-lb": "data_parallel.mode: vllm-hybrid",
+    "--data-parallel-external-lb": "data_parallel.mode: vllm-external",
+    "--enable-expert-parallel": "data_parallel.expert_parallel",
+    "--distributed-executor-backend": "the node's hosts (a model across hosts runs through Ray)",
 }
 # Variables that hold secrets: state.json and logs record a process's env, so a secret never goes
 # into the topology; export it where `ops up` runs and the processes inherit it.
@@ -70,14 +85,15 @@ SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 MANAGED_ENV: dict[str, str] = {
     "CUDA_VISIBLE_DEVICES": "gpus (placement sets it per replica)",
     "VLLM_CACHE_ROOT": "defaults.vllm_cache_root (one per replica)",
+    "TORCHINDUCTOR_CACHE_DIR": "defaults.vllm_cache_root (a model laid out over ranks compiles into its own)",
     "VLLM_CPU_OMP_THREADS_BIND": "cpus_per_replica (each CPU replica gets its own cores)",
 }
 
 
 def check_topology(topology: Topology) -> list[Problem]:
     problems: list[Problem] = []
-    for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, _ports, _roles,
-                  _aliases, _names, _node_backends, _gateway, check_lora):
+    for check in (_nodes_exist, _engines, _tool_parsers, _reasoning_parsers, _engine_args, _envs, port_problems, _roles,
+                  _aliases, _names, _node_backends, _gateway, check_lora, shape_problems):
         problems.extend(check(topology))
     problems.extend(place_gpus(topology)[1])  # models on unknown nodes are skipped there
     problems.extend(place_cpus(topology)[1])
@@ -99,6 +115,11 @@ def _nodes_exist(topology: Topology) -> Iterator[Problem]:
         for key, item in items.items():
             if item.node not in topology.nodes:
                 yield (section, key, "node"), f"'{item.node}' is not a declared node (nodes: {known})"
+    for key, service in topology.services.items():
+        node = topology.nodes.get(service.node)
+        if node is not None and node.hosts:
+            yield ("services", key, "node"), (f"node '{service.node}' spans {len(node.hosts)} hosts; a service runs "
+                                              "on one host (a node with host:)")
 
 
 def _engines(topology: Topology) -> Iterator[Problem]:
@@ -166,41 +187,6 @@ def _envs(topology: Topology) -> Iterator[Problem]:
                     yield (section, key, "env", name), (
                         "never put a secret in the topology; export it in the shell that runs `ops up` "
                         "(processes inherit it)")
-
-
-def host_key(topology: Topology, node_name: str) -> str:
-    """The identity of a node's machine, for port clashes (local names are one machine)."""
-    node = topology.nodes[node_name]
-    if node.host is None:
-        return f"slurm:{node_name}"
-    return "localhost" if node.host in LOCAL_HOSTS else node.host
-
-
-def _ports(topology: Topology) -> Iterator[Problem]:
-    owners: dict[tuple[str, int], str] = {}
-    entries: list[tuple[tuple[Any, ...], str, str, int, int]] = []
-    for key, model in topology.models.items():
-        entries.append((("models", key, "port"), f"models.{key}", model.node, model.port, model.replicas))
-    for key, service in topology.services.items():
-        entries.append((("services", key, "port"), f"services.{key}", service.node, service.port, 1))
-    gateway_node = topology.gateway_node
-    if topology.gateway is not None and gateway_node is not None:
-        entries.append((("gateway", "port"), "gateway", gateway_node, topology.gateway.port, 1))
-    for path, label, node_name, port, count in entries:
-        if node_name not in topology.nodes:
-            continue
-        last = port + count - 1
-        if last > 65535:
-            yield path, f"ports {port}..{last} for {count} replicas go past 65535"
-            continue
-        machine = host_key(topology, node_name)
-        for offset in range(count):
-            slot = (machine, port + offset)
-            if slot in owners and owners[slot] != label:
-                where = "slurm node " + node_name if machine.startswith("slurm:") else f"host {machine}"
-                yield path, f"port {port + offset} on {where} is also used by {owners[slot]}"
-                break
-            owners[slot] = label
 
 
 def _roles(topology: Topology) -> Iterator[Problem]:

@@ -54,6 +54,7 @@ class SlurmSettings(Strict):
 
     partition: str | None = None  # default: the cluster's default partition
     gpus: int = Field(0, ge=0)  # --gres=gpu:N
+    nodes: int = Field(1, ge=1)  # --nodes=N (a model across them: config/parallel.py)
     time: str = "1:00:00"
     account: str | None = None
     qos: str | None = None
@@ -103,11 +104,14 @@ class Node(Strict):
     machine is reached over ssh (the tmux backend there), and a node on this machine uses the
     topology's `backend` (local or tmux). `bind` is the address its servers listen on: default
     loopback on this machine (nothing outside can reach it) and 0.0.0.0 elsewhere (as vLLM does);
-    set it to keep servers on one interface, e.g. `bind: 127.0.0.2` for a node at that address.
+    set it to keep servers on one interface, e.g. `bind: 127.0.0.2` for a node at that address. On a node
+    with `hosts:`, `bind` is the address of its host on this machine (the others bind their own loopback
+    address, or 0.0.0.0).
     """
 
     host: str | None = None
-    gpus: int | None = Field(None, ge=0)
+    hosts: list[str] | None = Field(None, min_length=2)  # one node over several machines (config/parallel.py)
+    gpus: int | None = Field(None, ge=0)  # per host
     cpus: int | None = Field(None, ge=1)  # cores for CPU vLLM replicas (checked when given)
     bind: str | None = None
     vllm_command: list[str] | None = Field(None, min_length=1)  # this node's vLLM (e.g. a venv's bin/vllm)
@@ -124,10 +128,27 @@ class Node(Strict):
                 raise ValueError(f"{value!r} is not an IP address to listen on (e.g. 0.0.0.0, 127.0.0.2)") from None
         return value
 
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if any(not host.strip() or any(c in host for c in " \n\r\0") for host in value):
+                raise ValueError("each host is one name or address")
+            twice = sorted({host for host in value if value.count(host) > 1})
+            if twice:
+                raise ValueError(f"{twice[0]} is listed twice")
+            if sum(host in LOCAL_HOSTS for host in value) > 1:
+                raise ValueError("this machine is listed twice (localhost, 127.0.0.1 and ::1 are one machine)")
+        return value
+
     @model_validator(mode="after")
     def _host_or_slurm(self) -> Node:
+        if self.hosts is not None:
+            if self.host is not None or self.slurm is not None:
+                raise ValueError("a node has one of 'host', 'hosts' or 'slurm'")
+            return self
         if self.host is None and self.slurm is None:
-            raise ValueError("a node needs either 'host' or 'slurm'")
+            raise ValueError("a node needs either 'host', 'hosts' or 'slurm'")
         if self.host is not None and self.slurm is not None:
             raise ValueError("a node has either 'host' (a fixed machine) or 'slurm' (allocated), not both")
         if self.slurm is not None and self.gpus is not None and self.gpus != self.slurm.gpus:
@@ -145,6 +166,14 @@ class Node(Strict):
     @property
     def is_local(self) -> bool:
         return self.host is not None and self.host in LOCAL_HOSTS
+
+    def host_nodes(self) -> list[Node]:
+        """A `hosts:` node as one node per host (its settings, one host each); any other node as itself."""
+        if not self.hosts:
+            return [self]
+        return [self.model_copy(update={"hosts": None, "host": host,
+                                        "bind": self.bind if host in LOCAL_HOSTS else None})  # see above
+                for host in self.hosts]
 
     def backend(self, this_machine: str) -> Backend:
         """slurm, ssh, or `this_machine` (local or tmux) for a node on this machine."""

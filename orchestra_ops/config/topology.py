@@ -16,6 +16,7 @@ from orchestra_ops.config.nodes import Node as Node
 from orchestra_ops.config.nodes import Port as Port
 from orchestra_ops.config.nodes import SlurmSettings as SlurmSettings
 from orchestra_ops.config.nodes import SshSettings as SshSettings
+from orchestra_ops.config.parallel import DataParallel, RaySettings
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -110,6 +111,11 @@ class ModelSpec(Strict):
     max_loras: int | None = Field(None, ge=1)  # adapters in one batch (vLLM's --max-loras, default 1)
     runtime_lora: bool = False  # `ops lora load/unload` (sets VLLM_ALLOW_RUNTIME_LORA_UPDATING)
     pricing: Pricing | None = None  # USD per million tokens (a self-hosted model's own accounting; adapters share it)
+    # Bigger than one GPU or host, vLLM's own data parallelism (config/parallel.py): `replicas` is the DP size
+    tensor_parallel: int | None = Field(None, ge=1)  # default: gpus_per_replica (on a CPU node: ranks of 1 core)
+    pipeline_parallel: int = Field(1, ge=1)  # stages; across the hosts of a `hosts:` node through Ray
+    data_parallel: DataParallel = Field(default_factory=DataParallel)
+    ray: RaySettings | None = None  # its Ray cluster's ports (stages across hosts; on one host: use Ray there)
 
     @property
     def served_name(self) -> str:

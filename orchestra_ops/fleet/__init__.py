@@ -1,6 +1,9 @@
 """The fleet: every process a topology declares, brought up, watched, repaired and brought down.
 
     plan.py            Topology -> LaunchPlan: every process `ops up` would start, as plain data (pure)
+    process_spec.py    one process of a plan: what to run, where, its part in a bigger model (pure)
+    parallel_plan.py   the commands of a model laid out over ranks, stages and Ray nodes (pure)
+    ray_gate.py        in front of a Ray model's server: waits until every Ray node joined, then execs it
     node_groups.py     a plan's processes grouped by node, each node with its backend
     backends/          local, tmux, ssh and slurm: start, stop and see processes on one node
     argv_check.py      each node's own vLLM parses the exact argv before anything starts (+ its cache)

@@ -30,7 +30,7 @@ from pathlib import Path
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import PositionedYaml
 from orchestra_ops.fleet import argv_check_cache
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def run_here(cwd: Path) -> Runner:
     vLLM accepted before is not asked again (argv_check_cache.py)."""
 
     def run(item: CheckRun) -> tuple[int, str, str]:
-        key = argv_check_cache.cache_key(item.spec.argv, item.spec.env, cwd)
+        key = argv_check_cache.cache_key(item.spec.engine_argv, item.spec.env, cwd)  # what vLLM checks
         version = argv_check_cache.accepted(key) if key else None
         if version is not None:
             return 0, MARKER + json.dumps({"ok": True, "version": version, "error": None, "cached": True}), ""
@@ -175,14 +175,14 @@ def check_specs(specs: Sequence[ProcessSpec], runners: dict[str, Runner | None])
     """Check the first replica of every vLLM model in `specs` (runner per node; None: cannot check there)."""
     firsts: dict[str, ProcessSpec] = {}
     for spec in specs:
-        if spec.kind == "vllm":
+        if spec.kind == "vllm":  # one per model: its servers differ in port, ranks and env
             firsts.setdefault(spec.group, spec)
     if not firsts:
         return []
 
     def one(spec: ProcessSpec) -> VllmCheck:
         runner = runners.get(spec.node)
-        argv = check_argv(spec.argv)
+        argv = check_argv(spec.engine_argv)  # a Ray model's gate in front is not vLLM's to parse
         if runner is None:
             return VllmCheck(spec.name, spec.group, spec.node, True, None, None,
                              skipped="its node is allocated later: the slurm job checks it before any replica starts")

@@ -4,7 +4,9 @@
      "retrieval": [{"ip_addr": "research-secure-13", "port": 8765}]}
 
 Keys are served model names (a checkpoint path for a local checkpoint) and service names;
-`ip_addr` is a string and `port` an integer. Nothing secret is ever written here.
+`ip_addr` is a string and `port` an integer. Nothing secret is ever written here. A model bigger than one
+server keeps this format: one entry per endpoint (vLLM's internal DP is one entry, external DP one per
+rank), never its Ray nodes.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def endpoints_for(plan: LaunchPlan) -> Endpoints:
     """
     result: Endpoints = {}
     for spec in plan.processes:
-        if spec.kind == "gateway":  # not a model: ToolOrchestra's scripts read every key as one
+        if spec.kind == "gateway" or not spec.serves:  # not a model (the gateway), or a Ray node (not its server)
             continue
         if spec.host is None:
             raise LaunchError(f"{spec.name}: the host of node '{spec.node}' is known only once slurm "
@@ -89,6 +91,8 @@ def fleet_endpoints(state: FleetState) -> Endpoints | None:
             continue
         if record.host is None:
             return None
+        if not record.serves:  # a Ray node: not an endpoint (one entry per endpoint, as always)
+            continue
         for key in (record.endpoint_key, *record.adapters):  # a declared adapter: a key on its base's replicas
             endpoints.setdefault(key, []).append({"ip_addr": record.host, "port": record.port})
     return endpoints

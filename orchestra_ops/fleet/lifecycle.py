@@ -253,7 +253,8 @@ def _repair(name: str, source: Path, opts: UpOptions, backends: Backends,
     if opts.endpoints_out is not None and done.endpoints_file is not None:
         write_endpoints(opts.endpoints_out, read_endpoints(done.endpoints_file))
     return UpResult(state=done.state, endpoints_file=done.endpoints_file, ready_s=done.ready_s,
-                    restarted=done.names, kept=found.alive, external=found.external, adapters=done.adapters)
+                    restarted=done.names, kept=[n for n in found.alive if n not in found.dead],
+                    external=found.external, adapters=done.adapters)
 
 
 def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: Backends) -> None:

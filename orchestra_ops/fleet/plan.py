@@ -9,73 +9,18 @@ argument and nothing else.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from orchestra_ops.config.layout import uses_new_layout
 from orchestra_ops.config.placement import place_cpus, place_gpus, replica_name
 from orchestra_ops.config.topology import LOCAL_HOSTS, ModelSpec, RetrievalService, SimSettings, Topology
 from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.fleet.lora_argv import lora_argv, lora_env
-
-Engine = Literal["vllm", "sim", "retrieval", "gateway"]
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    """One process of the fleet: what to run, where, and how to tell it is serving."""
-
-    name: str  # "orchestrator/2", or the service name
-    group: str  # the model or service key
-    kind: Engine
-    node: str
-    host: str | None  # where clients connect; None until a slurm node is allocated
-    bind_host: str
-    port: int
-    gpus: tuple[int, ...]
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    log: str
-    served_model_name: str | None  # None for services
-    ulimit_nofile: int
-    endpoint_key: str  # the key in the endpoints file
-    adapters: tuple[str, ...] = ()  # LoRA adapters it serves from the start (more endpoints keys)
-
-    @property
-    def base_url(self) -> str | None:
-        if self.host is None:
-            return None
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def health_url(self) -> str | None:
-        return None if self.base_url is None else f"{self.base_url}/health"
-
-    @property
-    def reproduce(self) -> str:
-        """A shell line that starts this process by hand, every value quoted."""
-        assignments = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
-        return " ".join(["env", *assignments, shlex.join(self.argv)])
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "node": self.node,
-            "host": self.host,
-            "port": self.port,
-            "gpus": list(self.gpus),
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "log": self.log,
-            "health_url": self.health_url,
-            "kind": self.kind,
-            "served_model_name": self.served_model_name,
-            "adapters": list(self.adapters),
-            "reproduce": self.reproduce,
-        }
+from orchestra_ops.fleet.parallel_plan import rank_processes
+from orchestra_ops.fleet.process_spec import ProcessSpec
 
 
 @dataclass(frozen=True)
@@ -123,6 +68,9 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
     cpu_binds = place_cpus(topology)[0]
     processes: list[ProcessSpec] = []
     for key, model in topology.models.items():
+        if model.engine == "vllm" and uses_new_layout(model):
+            processes += _parallel_processes(topology, key, model, placement, cpu_binds, log_dir)
+            continue
         for index in range(model.replicas):
             name = replica_name(key, index)
             spec = _model_process(topology, key, model, index, placement[name], log_dir)
@@ -138,10 +86,19 @@ def plan(topology: Topology, *, state_dir: str | Path | None = None) -> LaunchPl
                       state_dir=str(base), log_dir=log_dir)
 
 
-def _hosts(topology: Topology, node_name: str) -> tuple[str | None, str]:
-    """(connect host, bind address) of a node: this machine's nodes bind loopback unless told otherwise,
-    other nodes 0.0.0.0 unless `bind` says which address (see topology.Node)."""
+def _hosts(topology: Topology, node_name: str, host_index: int = 0) -> tuple[str | None, str]:
+    """(connect host, bind address) of a node (of its `host_index`-th host): this machine's nodes bind loopback
+    unless told otherwise, other nodes 0.0.0.0 unless `bind` says which address (see topology.Node). On a
+    `hosts:` node `bind` is this machine's host's address; another host binds its own address when it is a
+    loopback one (two hosts on one machine keep apart), else 0.0.0.0."""
     node = topology.nodes[node_name]
+    if node.hosts:
+        host = node.hosts[host_index]
+        if host in LOCAL_HOSTS:
+            loopback = "::1" if host == "::1" else "127.0.0.1"
+            bind = node.bind or loopback
+            return (loopback if bind in ("0.0.0.0", "::") else bind), bind
+        return host, host if host.startswith("127.") else "0.0.0.0"
     if node.host is None:
         return None, node.bind or "0.0.0.0"
     if node.host in LOCAL_HOSTS:
@@ -153,6 +110,38 @@ def _hosts(topology: Topology, node_name: str) -> tuple[str | None, str]:
 
 def _log_path(log_dir: str, name: str) -> str:
     return f"{log_dir.rstrip('/')}/{name.replace('/', '-')}.log"
+
+
+def _parallel_processes(topology: Topology, key: str, model: ModelSpec, placement: Mapping[str, tuple[int, ...]],
+                        cpu_binds: Mapping[str, str], log_dir: str) -> list[ProcessSpec]:
+    """The processes of a model laid out by config/layout.py (fleet/parallel_plan.py builds their commands)."""
+    specs = []
+    for item in rank_processes(topology, key, lambda bind, port: vllm_argv(topology, model, bind, port),
+                               lambda index: _hosts(topology, model.node, index)):
+        slot = item.slot
+        gpus = placement.get(slot.name, ())
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "PYTHONUNBUFFERED": "1", **item.env}
+        if slot.name in cpu_binds:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_binds[slot.name]
+        if slot.role == "server":
+            cache = f"{topology.defaults.vllm_cache_root.rstrip('/')}/{topology.name}/{slot.name.replace('/', '-')}"
+            env["VLLM_CACHE_ROOT"] = cache
+            # its ranks compile CPU kernels (torch inductor) into a cache of this server's own: a server killed
+            # mid-compile leaves a torn kernel there, never in the machine's shared /tmp/torchinductor_<user>
+            env["TORCHINDUCTOR_CACHE_DIR"] = f"{cache}/inductor"
+            env.update(lora_env(model))
+            env.update(model.env)
+        specs.append(ProcessSpec(
+            name=slot.name, group=key, kind="vllm" if slot.role == "server" else "ray", node=item.machine,
+            host=item.host, bind_host=item.bind, port=slot.port, gpus=gpus, argv=tuple(item.argv), env=env,
+            log=_log_path(log_dir, slot.name), served_model_name=model.served_name if slot.serves else None,
+            ulimit_nofile=topology.defaults.ulimit_nofile,
+            endpoint_key=model.served_name if slot.serves else f"{key} ({slot.role})",
+            adapters=tuple(model.lora_modules) if slot.serves else (), role=slot.role, ranks=item.ranks,
+            stages=slot.stages if model.pipeline_parallel > 1 else (), domain=item.domain, gate=item.gate,
+            host_index=slot.host_index if item.machine == model.node else 0,
+            more_ports=tuple(p for p in item.ports if p != slot.port)))
+    return specs
 
 
 def _model_process(topology: Topology, key: str, model: ModelSpec, index: int, gpus: tuple[int, ...],
@@ -190,8 +179,11 @@ def vllm_argv(topology: Topology, model: ModelSpec, bind: str, port: int) -> lis
         argv += ["--gpu-memory-utilization", _num(model.gpu_memory_utilization)]
     if model.max_model_len is not None:
         argv += ["--max-model-len", str(model.max_model_len)]
-    if model.gpus_per_replica > 1:
-        argv += ["--tensor-parallel-size", str(model.gpus_per_replica)]
+    tp = model.tensor_parallel or model.gpus_per_replica
+    if tp > 1:
+        argv += ["--tensor-parallel-size", str(tp)]
+    if model.pipeline_parallel > 1:
+        argv += ["--pipeline-parallel-size", str(model.pipeline_parallel)]
     argv += lora_argv(model)
     return argv + list(model.engine_args)
 

@@ -23,6 +23,7 @@ prefix-cache hit rate since the replica started from `vllm:prefix_cache_hits_tot
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import re
 import time
@@ -54,7 +55,7 @@ class Target:
     name: str
     host: str
     port: int
-    kind: str  # vllm | sim | retrieval
+    kind: str  # vllm | sim | retrieval | ray
     served_model_name: str | None
     pid: int | None = None
     alive: bool = True
@@ -157,6 +158,8 @@ async def probe(client: httpx.AsyncClient, target: Target, *, metrics: bool = Tr
         try:
             if target.kind in ("retrieval", "gateway"):
                 await _check_health(client, target)
+            elif target.kind == "ray":  # a Ray node serves no HTTP: its port (GCS, node manager) accepts
+                await _check_port(target)
             else:
                 served = target.served_model_name or ""
                 await _check_health(client, target)
@@ -213,6 +216,16 @@ async def _check_health(client: httpx.AsyncClient, target: Target) -> None:
     response = await _request(client, "GET", f"{target.base_url}/health")
     if response.status_code != 200:
         raise _not_ok(response, "/health")
+
+
+async def _check_port(target: Target, timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout)
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise _Verdict(State.DOWN, f"no answer on the port ({type(exc).__name__})") from None
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
 
 
 async def _check_models(client: httpx.AsyncClient, target: Target, served: str) -> tuple[str, ...]:

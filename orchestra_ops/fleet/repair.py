@@ -13,7 +13,9 @@
              is recorded as repaired.
 
 Only nodes on this machine (local, tmux) are repaired one process at a time; an ssh or slurm node
-is restarted as a whole with `ops up --replace`.
+is restarted as a whole with `ops up --replace`. Processes that step together (a model's Ray TP×PP group,
+the DP ranks of vLLM's hybrid/external modes: `ProcessRecord.domain`) are one failure domain: one of them
+dead restarts all of them (`with_failure_domains`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestra_ops.config.loader import load_topology
+from orchestra_ops.config.placement import machine_node
 from orchestra_ops.core.paths import endpoints_path
 from orchestra_ops.errors import LaunchError
 from orchestra_ops.fleet.backends import Backends
@@ -32,8 +35,9 @@ from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.fleet.backends.localprocs import check_here, stop_records
 from orchestra_ops.fleet.endpoints import fleet_endpoints, write_endpoints
 from orchestra_ops.fleet.lora.reload import adapters_of, reload_adapters, runtime_endpoints
-from orchestra_ops.fleet.plan import ProcessSpec, plan
+from orchestra_ops.fleet.plan import plan
 from orchestra_ops.fleet.probes import State, probe_all
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.readiness import ProgressCallback, poll_nodes, target_of, wait_ready
 from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
 
@@ -45,7 +49,7 @@ class Survey:
     """A fleet that is up, process by process, as its backends and its ports show it now."""
 
     alive: list[str]  # running (or waiting in a slurm queue, or on a node we cannot reach to tell)
-    dead: list[str]  # our process is gone and nothing serves on its port
+    dead: list[str]  # our process is gone and nothing serves on its port, and every process of its group
     external: list[str]  # our process is gone but its port serves the model: not ours, left alone
 
 
@@ -78,9 +82,16 @@ def survey(state: FleetState, backends: Backends) -> Survey:
     alive, gone = split_running(state, backends)
     probes = asyncio.run(probe_all([target_of(r, alive=False) for r in gone if r.host], metrics=False))
     external = [p.name for p in probes if p.state is State.EXTERNAL]
-    dead = [r.name for r in gone if r.name not in external]
+    dead = with_failure_domains(state, [r.name for r in gone if r.name not in external])
     order = [r.name for r in state.processes]
     return Survey(alive=sorted(alive, key=order.index), dead=dead, external=external)
+
+
+def with_failure_domains(state: FleetState, names: Sequence[str]) -> list[str]:
+    """`names` and every process that steps together with one of them (a Ray TP×PP group, the DP ranks of a
+    MoE): one member down takes the group down, so the whole group restarts, in state order."""
+    domains = {r.domain for r in state.processes if r.name in names and r.domain}
+    return [r.name for r in state.processes if r.name in names or (r.domain is not None and r.domain in domains)]
 
 
 def restart(state: FleetState, names: Sequence[str], backends: Backends, *, timeout_s: float | None = None,
@@ -102,7 +113,7 @@ def restart(state: FleetState, names: Sequence[str], backends: Backends, *, time
     fresh: list[ProcessRecord] = []
     for node_name in dict.fromkeys(record.node for record in old):
         node = state.node(node_name)
-        group = NodeGroup(name=node_name, backend=node.backend, node=topology.nodes[node_name],
+        group = NodeGroup(name=node_name, backend=node.backend, node=machine_node(topology, node_name),
                           specs=tuple(specs[r.name] for r in old if r.node == node_name))
         problems = check_here(group)
         if problems:
@@ -135,8 +146,9 @@ def restart_one(process: str, topology: str | None = None, *, timeout_s: float |
         raise LaunchError(f"topology '{state.name}' is down; `ops up {state.topology_file}` first")
     names = [r.name for r in state.processes if process in (r.name, r.name.replace("/", "-"))]
     name = names[0] if names else state.by_name(process).name  # by_name raises, naming the known processes
-    with Backends() as backends:
-        return restart(state, [name], backends, timeout_s=timeout_s, on_progress=on_progress)
+    with Backends() as backends:  # a member of a group that steps together restarts with its group
+        return restart(state, with_failure_domains(state, [name]), backends, timeout_s=timeout_s,
+                       on_progress=on_progress)
 
 
 def _check_repairable(state: FleetState, record: ProcessRecord, spec: ProcessSpec | None) -> None:

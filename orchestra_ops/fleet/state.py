@@ -71,6 +71,20 @@ class ProcessRecord:
     create_time: float | None = None  # start time on this machine (local, tmux): pid + time = identity
     log_offset: int = 0  # size of the log before this launch: this run's lines start here
     handle: dict[str, Any] = field(default_factory=dict)  # the backend's own (tmux window, remote start ticks)
+    role: str = "server"  # server | ray-head | ray-worker (config/layout.py); Ray nodes are no endpoint
+    ranks: list[int] = field(default_factory=list)  # the DP ranks a vLLM server runs (vLLM's own DP)
+    stages: list[int] = field(default_factory=list)  # pipeline stages on its host (PP > 1)
+    domain: str | None = None  # failure domain (its model) when its model's processes step together
+    host_index: int = 0  # which host of its slurm job's allocation (the node's handle lists them), 0: the first
+    more_ports: list[int] = field(default_factory=list)  # its other ports (a Ray node's): `ops down` checks them too
+
+    @property
+    def all_ports(self) -> list[int]:
+        return [self.port, *self.more_ports]
+
+    @property
+    def serves(self) -> bool:
+        return self.role == "server"
 
     @property
     def base_url(self) -> str | None:
@@ -127,9 +141,15 @@ class FleetState:
         return replace(self, status=status, **changes)
 
     def with_node(self, node: NodeRecord) -> FleetState:
-        """Replace a node record (e.g. once slurm says where a job runs); its processes take its host."""
+        """Replace a node record (e.g. once slurm says where a job runs); its processes take its host (on a job
+        of several nodes, the host its `host_index` names in the handle's `hosts`)."""
         nodes = [node if n.name == node.name else n for n in self.nodes]
-        processes = [replace(p, host=node.host) if p.node == node.name and p.host != node.host and node.host
+        hosts = node.handle.get("hosts") or []
+
+        def host_of(record: ProcessRecord) -> str | None:
+            return hosts[record.host_index] if 0 < record.host_index < len(hosts) else node.host
+
+        processes = [replace(p, host=host_of(p)) if p.node == node.name and p.host != host_of(p) and host_of(p)
                      else p for p in self.processes]
         return replace(self, nodes=nodes, processes=processes)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from orchestra_ops.errors import StateError
 from orchestra_ops.fleet.backends import Backends
 from orchestra_ops.fleet.backends.base import NodeView, ProcessView
 from orchestra_ops.fleet.endpoints import write_fleet_endpoints
-from orchestra_ops.fleet.probes import DEFAULT_PROBE_TIMEOUT_S, Probe, probe_all
+from orchestra_ops.fleet.probes import DEFAULT_PROBE_TIMEOUT_S, Probe, State, probe_all
 from orchestra_ops.fleet.readiness import poll_nodes, target_of
 from orchestra_ops.fleet.state import FleetState, ProcessRecord, read_state, resolve_name, write_state
 
@@ -98,6 +98,7 @@ class HealthReport:
     undeclared_env: list[str]
     nodes: list[NodeStatus]
     placement: dict[str, tuple[str, str]]  # process -> (node, backend)
+    layouts: dict[str, dict[str, Any]] = field(default_factory=dict)  # process -> role, ranks, stages, domain
     gateway: str | None = None  # the gateway's URL (not a key of the endpoints file)
 
     @property
@@ -108,7 +109,7 @@ class HealthReport:
         processes = []
         for probe in self.probes:
             node, backend = self.placement.get(probe.name, ("", ""))
-            processes.append({**probe.to_json(), "node": node, "backend": backend})
+            processes.append({**probe.to_json(), "node": node, "backend": backend, **self.layouts.get(probe.name, {})})
         return {"topology": self.topology, "processes": processes, "nodes": [n.to_json() for n in self.nodes],
                 "gateway": None if self.gateway is None else {"url": self.gateway}}
 
@@ -122,12 +123,33 @@ def health(name: str | None = None, *, timeout_s: float = DEFAULT_PROBE_TIMEOUT_
         waiting = view.state if view is not None and view.waiting(record.name) else None
         alive = unreachable or (process is not None and process.alive and record.host is not None)
         targets.append(target_of(record, alive=alive, waiting=waiting))
-    probes = asyncio.run(probe_all(targets, timeout=timeout_s))
+    probes = one_failure_domain(state, asyncio.run(probe_all(targets, timeout=timeout_s)))
     return HealthReport(topology=state.name, probes=probes,
                         undeclared_env=undeclared_provider_vars(state.provider_key_envs),
                         nodes=_node_rows(state, views),
                         placement={r.name: (r.node, r.backend) for r in state.processes},
+                        layouts={r.name: {"role": r.role, "ranks": r.ranks, "stages": r.stages, "domain": r.domain}
+                                 for r in state.processes},
                         gateway=gateway_url(state))
+
+
+def one_failure_domain(state: FleetState, probes: list[Probe]) -> list[Probe]:
+    """Processes that step together (a Ray TP×PP group, vLLM DP ranks of a MoE) are one failure domain: a
+    member that is not READY takes every server of its group out (UNHEALTHY, naming the member)."""
+    domain = {r.name: r.domain for r in state.processes}
+    broken: dict[str, Probe] = {}
+    for probe in probes:
+        group = domain.get(probe.name)
+        if group is not None and not probe.serving and group not in broken:
+            broken[group] = probe
+    out = []
+    for probe in probes:
+        cause = broken.get(domain.get(probe.name) or "")
+        if cause is not None and cause is not probe and probe.ready:
+            probe = replace(probe, state=State.UNHEALTHY,
+                            detail=f"{cause.name} of its group is {cause.state.value}: the group serves only whole")
+        out.append(probe)
+    return out
 
 
 @dataclass(frozen=True)

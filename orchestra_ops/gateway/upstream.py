@@ -281,7 +281,7 @@ class Upstreams:
 
     def _route(self, method: str, url: str) -> tuple[_HostPool, bytes]:
         """An http:// URL's host pool and request head, worked out once per (method, URL): the replicas'
-        base URLs times the routes, a few dozen at most."""
+        base URLs times the routes it forwards, so the table stays small."""
         parts = urlsplit(url)
         key = (parts.hostname or "", parts.port or 80)
         pool = self._pools.get(key)

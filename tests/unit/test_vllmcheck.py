@@ -118,7 +118,7 @@ def _counting_vllm(tmp_path: Path, ok: bool) -> Path:
 
 
 def _check(vllm: Path, port: int, cwd: Path, **env: str) -> VllmCheck:
-    from orchestra_ops.fleet.plan import ProcessSpec
+    from orchestra_ops.fleet.process_spec import ProcessSpec
 
     spec = ProcessSpec(name="m/0", group="m", kind="vllm", node="cpu", host="127.0.0.1", bind_host="127.0.0.1",
                        port=port, gpus=(), argv=(str(vllm), "serve", "/m", "--port", str(port)), env=env,

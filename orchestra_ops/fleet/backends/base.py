@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestra_ops.config.nodes import Node
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 

@@ -22,7 +22,7 @@ from orchestra_ops.core import procs
 from orchestra_ops.core.logtail import follow, tail
 from orchestra_ops.core.logtail import settle as settle_log
 from orchestra_ops.fleet.backends.base import NodeGroup, ProcessView, StopReport
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,17 @@ def missing_executable(argv: Sequence[str], env_path: str | None = None) -> str 
 def check_here(group: NodeGroup) -> list[str]:
     """Ports already taken and commands not found, for processes about to start on this machine."""
     problems = []
-    held = procs.listeners(spec.port for spec in group.specs)
+    held = procs.listeners(port for spec in group.specs for port in (spec.port, *spec.more_ports))
     for spec in group.specs:
-        holder = held.get(spec.port) or procs.port_holder(spec.bind_host, spec.port, known=held)
-        if holder is not None:
-            problems.append(f"{spec.name}: {holder.describe()}")
-        missing = missing_executable(resolve_argv(spec.argv), spec.env.get("PATH", os.environ.get("PATH")))
+        for port in (spec.port, *spec.more_ports):
+            holder = held.get(port) or procs.port_holder(spec.bind_host, port, known=held)
+            if holder is not None:
+                problems.append(f"{spec.name}: {holder.describe()}")
+                break
+        path = spec.env.get("PATH", os.environ.get("PATH"))
+        missing = missing_executable(resolve_argv(spec.argv), path)
+        if missing is None and spec.gate:  # the engine behind the Ray gate (its `ray` is checked by the gate)
+            missing = missing_executable(spec.engine_argv, path)
         if missing:
             problems.append(f"{spec.name}: command not found: {missing}")
     return problems
@@ -98,6 +103,7 @@ def make_record(spec: ProcessSpec, node: str, backend: str, pid: int, argv: Sequ
         create_time=create_time, host=spec.host or spec.bind_host, port=spec.port, log=str(log_file),
         argv=list(argv), env=dict(spec.env), served_model_name=spec.served_model_name,
         endpoint_key=spec.endpoint_key, adapters=list(spec.adapters), log_offset=offset, handle=dict(handle or {}),
+        **spec.layout_fields(),
     )
 
 
@@ -182,7 +188,7 @@ def stop_records(records: Sequence[ProcessRecord], timeout: float) -> StopReport
     report.leftovers = [_describe(p) for p in procs.live(everything)]
     for record in records:
         report.leftovers += [_describe(p) for p in _snapshot(record) if _describe(p) not in report.leftovers]
-    holders = procs.listeners(r.port for r in records)
+    holders = procs.listeners(port for r in records for port in r.all_ports)
     report.ports_listening = [holder.describe() for holder in holders.values()]
     return report
 

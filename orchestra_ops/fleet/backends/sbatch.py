@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from orchestra_ops.config.nodes import SlurmSettings
 from orchestra_ops.fleet.argv_check import CHECK_SOURCE, LOCATE
+from orchestra_ops.fleet.ray_gate import JOB_HEAD
 
 EXIT_PREFIX = "ops-job: exited "
 NOT_FOUND_STATUS = 127
@@ -71,6 +72,24 @@ ops_start() {  # NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
 }
 """.strip("\n")
 
+
+# A job of several nodes (a model's pipeline stages across them, through Ray): the job's hosts, in slurm's order,
+# are written to the job log (how `ops` learns where each process runs); the first is the head of what spans
+# them; a process on another node starts there through `srun --overlap -w HOST` (its shell stays here).
+MULTI_NODE = r"""
+ops_hosts=($(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(hostname)}"))
+ops_head=${ops_hosts[0]}
+echo "ops-job: hosts ${ops_hosts[*]}"
+
+ops_start_on() {  # HOST_INDEX NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
+  local host=${ops_hosts[$1]} args=()
+  shift
+  while [ "$1" != "--" ]; do args+=("$1"); shift; done
+  shift
+  ops_start "${args[@]}" -- srun --nodes=1 --ntasks=1 --overlap -w "$host" "$@"
+}
+""".strip("\n")
+HOSTS_PREFIX = "ops-job: hosts "
 
 # The node's own vLLM parses each vLLM model's command before anything starts (fleet/argv_check.py): the
 # check's shell and Python sources are set once (@LOCATE@, @SOURCE@), each check names its replica.
@@ -124,6 +143,7 @@ class Replica:
     env: Mapping[str, str]
     argv: Sequence[str]
     check: Sequence[str] | None = None  # the vLLM check of its command (argv_check.check_argv), run first
+    host_index: int = 0  # which node of the job (0: the batch host; others through srun)
 
 
 @dataclass(frozen=True)
@@ -145,7 +165,7 @@ def sbatch_lines(job: SbatchJob) -> list[str]:
     """The `#SBATCH` options, in a fixed order."""
     s = job.settings
     options = [f"--job-name={job.job_name}", f"--output={job.job_log}", "--open-mode=append",
-               f"--chdir={job.workdir}", "--nodes=1", "--ntasks=1"]
+               f"--chdir={job.workdir}", f"--nodes={s.nodes}", f"--ntasks={s.nodes}"]
     if s.partition:
         options.append(f"--partition={s.partition}")
     if s.gpus:
@@ -170,6 +190,8 @@ def render_sbatch(job: SbatchJob) -> str:
     lines = ["#!/bin/bash", *sbatch_lines(job),
              f"# Written by `ops up` for node {job.node} of topology {job.topology}: "
              f"{len(job.replicas)} processes.", PRELUDE.replace("@NOFILE@", str(int(job.nofile))), ""]
+    if job.settings.nodes > 1:
+        lines += [MULTI_NODE, ""]
     checked = [replica for replica in job.replicas if replica.check]
     if checked:
         lines += [CHECKS.replace("@LOCATE@", LOCATE.rstrip("\n")).replace("@SOURCE@", CHECK_SOURCE.strip("\n")), ""]
@@ -180,10 +202,27 @@ def render_sbatch(job: SbatchJob) -> str:
         lines += ['if [ -n "$ops_refused" ]; then', '  echo "ops-job: every process exited"', "  exit 2", "fi", ""]
     for replica in job.replicas:
         gpus = " ".join(str(gpu) for gpu in replica.gpus)
-        lines.append(" ".join(["ops_start", shlex.quote(replica.name), shlex.quote(replica.log), shlex.quote(gpus),
-                               *_assignments(replica), "--", shlex.join(replica.argv)]))
+        start = ["ops_start_on", str(replica.host_index)] if replica.host_index else ["ops_start"]
+        argv = " ".join(_job_word(word) for word in replica.argv)
+        lines.append(" ".join([*start, shlex.quote(replica.name), shlex.quote(replica.log), shlex.quote(gpus),
+                               *_assignments(replica), "--", argv]))
     lines += ["", *EPILOGUE.splitlines(), ""]
     return "\n".join(lines)
+
+
+def _job_word(word: str) -> str:
+    """One argv word, quoted; the job's head (ray_gate.JOB_HEAD) becomes the job's first node."""
+    quoted = shlex.quote(word)
+    if JOB_HEAD not in word:
+        return quoted
+    if quoted == word:  # plain characters: expand in place
+        return word.replace(JOB_HEAD, "${ops_head}")
+    return "'" + quoted[1:-1].replace(JOB_HEAD, "'\"${ops_head}\"'") + "'"
+
+
+def parse_hosts(line: str) -> list[str] | None:
+    """`ops-job: hosts n1 n2` -> ["n1", "n2"] (the nodes of a job of several, in slurm's order)."""
+    return line[len(HOSTS_PREFIX):].split() if line.startswith(HOSTS_PREFIX) else None
 
 
 def _assignments(replica: Replica) -> list[str]:

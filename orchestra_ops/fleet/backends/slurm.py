@@ -31,7 +31,7 @@ from orchestra_ops.errors import LaunchError
 from orchestra_ops.fleet.argv_check import check_argv
 from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
 from orchestra_ops.fleet.backends.localprocs import LocalLogs, absolute_log, open_log, read_new, resolve_argv
-from orchestra_ops.fleet.backends.sbatch import Replica, SbatchJob, parse_exit, render_sbatch
+from orchestra_ops.fleet.backends.sbatch import Replica, SbatchJob, parse_exit, parse_hosts, render_sbatch
 from orchestra_ops.fleet.backends.slurmctl import JobInfo, SlurmCli
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
@@ -84,14 +84,15 @@ class SlurmBackend(LocalLogs):
             log_file = absolute_log(spec, ctx.cwd)
             offset = open_log(log_file, spec.reproduce)
             argv = resolve_argv(spec.argv)  # `ops` is this installation: the nodes share this filesystem
-            check = check_argv(argv) if spec.kind == "vllm" and spec.group not in checked else None
-            checked.add(spec.group)
-            replicas.append(Replica(spec.name, str(log_file), spec.gpus, dict(spec.env), argv, check))
+            check = check_argv(argv[spec.gate:]) if spec.kind == "vllm" and spec.group not in checked else None
+            if spec.kind == "vllm":  # (a Ray node of the model comes first: its server is what vLLM checks)
+                checked.add(spec.group)
+            replicas.append(Replica(spec.name, str(log_file), spec.gpus, dict(spec.env), argv, check, spec.host_index))
             records.append(ProcessRecord(
                 name=spec.name, group=spec.group, kind=spec.kind, node=group.name, backend=self.name, host=None,
                 port=spec.port, log=str(log_file), argv=argv, env=dict(spec.env),
                 served_model_name=spec.served_model_name, endpoint_key=spec.endpoint_key, adapters=list(spec.adapters),
-                log_offset=offset))
+                log_offset=offset, **spec.layout_fields()))
         job = SbatchJob(topology=ctx.topology, node=group.name, settings=settings, nofile=ctx.nofile,
                         job_log=str(job_log), workdir=str(ctx.cwd), replicas=tuple(replicas))
         script = base / "slurm" / f"{group.name}.sbatch"
@@ -142,7 +143,7 @@ class SlurmBackend(LocalLogs):
         data, _ = read_new(path, offset)
         complete = data[:data.rfind(b"\n") + 1]
         for raw in complete.decode("utf-8", errors="replace").splitlines():
-            if raw.startswith("ops-job:") or "*** JOB" in raw:
+            if raw.startswith("ops-job:") or "*** JOB" in raw:  # (`ops-job: hosts …` for a job of several nodes)
                 lines.append(raw.strip())
         self._job_logs[node.name] = (offset + len(complete), lines)
         return lines
@@ -160,7 +161,10 @@ class SlurmBackend(LocalLogs):
         began = any(line.startswith("ops-job: job ") for line in events)  # the script runs (squeue may lag)
         running = info.running or (began and info.active)
         started = running or bool(exits) or not info.waiting  # an ended job will not start any more
-        if running and info.nodes and node.host != info.nodes:
+        hosts = next((found for found in map(parse_hosts, events) if found), None)
+        if running and hosts and (node.host, node.handle.get("hosts")) != (hosts[0], hosts):
+            node = replace(node, host=hosts[0], handle={**node.handle, "hosts": hosts})  # a job of several nodes
+        elif running and info.nodes and not hosts and node.host != info.nodes:
             node = replace(node, host=info.nodes)
         node = replace(node, handle={**node.handle, "state": info.state, "reason": info.reason})
         uptime = time.time() - info.start_time if running and info.start_time else None
@@ -207,10 +211,10 @@ class SlurmBackend(LocalLogs):
             (report.killed if killed else report.terminated).extend(names)
         if info.active:
             report.jobs_left.append(f"node {node.name}: {info.describe()} is still there")
-        host = node.host or info.nodes
-        if host:
-            report.ports_listening += [f"port {r.port} on {host} still answers" for r in records
-                                       if _answers(host, r.port)]
+        for record in records:  # on a job of several nodes each process's own host; a Ray node's every port
+            host = record.host or node.host or info.nodes
+            report.ports_listening += [f"port {port} on {host} still answers" for port in record.all_ports
+                                       if host and _answers(host, port)]
         return report
 
     def _wait_gone(self, job_id: str, timeout: float) -> JobInfo:

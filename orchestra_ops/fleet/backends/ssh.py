@@ -26,7 +26,7 @@ from orchestra_ops.fleet.backends import ssh_agent
 from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
 from orchestra_ops.fleet.backends.sshconn import SshError, SshPool, SshTarget
 from orchestra_ops.fleet.backends.tmux import session_name, window_script
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 POLL_S = 0.5  # at most one liveness/log round trip per node this often while waiting
@@ -70,8 +70,9 @@ class SshBackend:
         node = self.node_record(group, ctx)
         try:
             answer = self.agent(node, "check", {
-                "commands": sorted({spec.argv[0] for spec in group.specs} | {"tmux"}),
-                "ports": [[spec.bind_host, spec.port] for spec in group.specs],
+                "commands": sorted({word for spec in group.specs for word in (spec.argv[0], spec.engine_argv[0])}
+                                   | {"tmux"}),
+                "ports": [[spec.bind_host, port] for spec in group.specs for port in (spec.port, *spec.more_ports)],
                 "socket": node.handle["socket"], "session": node.handle["session"]})
         except SshError as exc:
             return [str(exc)]
@@ -79,7 +80,7 @@ class SshBackend:
         label = self.pool.label(target_of(node))
         problems = []
         for command in answer["missing"]:
-            users = [spec.name for spec in group.specs if spec.argv[0] == command]
+            users = [spec.name for spec in group.specs if command in (spec.argv[0], spec.engine_argv[0])]
             what = f" (for {', '.join(users[:3])}{' …' if len(users) > 3 else ''})" if users else ""
             problems.append(f"{label}: command not found there: {command}{what}; PATH there is {answer['path']}")
         for port in answer["ports_taken"]:
@@ -157,7 +158,8 @@ class SshBackend:
         payload = {"procs": [{"name": r.name, "pid": r.pid, "start_ticks": r.handle.get("start_ticks")}
                              for r in records if r.pid is not None],
                    "socket": node.handle.get("socket"), "session": node.handle.get("session"),
-                   "ports": [[r.handle.get("bind", "0.0.0.0"), r.port] for r in records], "timeout": timeout}
+                   "ports": [[r.handle.get("bind", "0.0.0.0"), port] for r in records for port in r.all_ports],
+                   "timeout": timeout}
         try:
             answer = self.agent(node, "stop", payload, timeout=timeout * 2 + 60)
         except SshError as exc:
@@ -203,4 +205,5 @@ def _record(spec: ProcessSpec, node: str, log: str, started: dict[str, Any]) -> 
         endpoint_key=spec.endpoint_key, adapters=list(spec.adapters), pid=pid, pgid=pid, sid=pid,
         log_offset=started["offset"],
         handle={"window": started["window"], "start_ticks": started["start_ticks"], "bind": spec.bind_host},
+        **spec.layout_fields(),
     )

@@ -35,7 +35,7 @@ from orchestra_ops.fleet.backends.localprocs import (
     stop_records,
     view_here,
 )
-from orchestra_ops.fleet.plan import ProcessSpec
+from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
