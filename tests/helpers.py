@@ -17,7 +17,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,31 @@ def frozen(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def frozen_once(pid: int, check: Callable[[], object], what: str, timeout_s: float = 120.0) -> Iterator[None]:
+    """A process we started frozen (SIGSTOP) for the block, from a moment at which `check()` holds: it is
+    frozen before each look and let go again until one holds, so what it shows stays true for the block
+    however slowly a loaded machine runs the test (a look-then-freeze could miss a short window)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            if check():
+                break
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):  # a check that found it gone
+                os.kill(pid, signal.SIGCONT)
+            raise
+        os.kill(pid, signal.SIGCONT)
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def kill_tree(pid: int, timeout: float = 5.0) -> None:

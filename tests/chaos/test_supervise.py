@@ -23,7 +23,7 @@ from tests.chaos.supervise_fixtures import (
     supervisor_state,
     wait_until,
 )
-from tests.helpers import OPS, REPO, frozen, kill_tree, run_ops
+from tests.helpers import OPS, REPO, frozen_once, kill_tree, run_ops
 from tests.integration.eval_fixtures import dataset, model_config, results
 from tests.simserver import SimServer
 from tests.terminal import Terminal
@@ -90,8 +90,8 @@ def test_the_restart_bound_ends_the_run_as_crashed(
                                     "--notify", "exit 3")], run_dir)  # a notify command that fails: never fatal
     assert started.returncode == 0, started.stderr
     os.kill(wait_until(lambda: attempt_pid(run_dir, 1), "attempt 1 started"), signal.SIGKILL)
-    wait_until(lambda: supervisor_state(run_dir) == "restarting", "restarting")
-    with frozen(run_info(run_dir)["supervisor"]["pid"]):  # in its backoff however long `ops runs` takes to start
+    supervisor = run_info(run_dir)["supervisor"]["pid"]
+    with frozen_once(supervisor, lambda: supervisor_state(run_dir) == "restarting", "restarting"):  # in its backoff
         assert runs_json(runs)["chat-bound"]["state"] == "restarting"  # the backoff (8 s) before attempt 2
     second = wait_until(lambda: attempt_pid(run_dir, 2), "attempt 2 started")
     os.kill(second, signal.SIGKILL)

@@ -32,7 +32,8 @@ from tests.integration.test_agent_eval import Stack, stack  # noqa: F401 (the mo
 from tests.recording_proxy import RecordingProxy
 from tests.simserver import SimServer
 
-pytestmark = pytest.mark.retrieval
+# two hle runs on the module's stack: ~270 s on a loaded machine, over pytest's 300 (the hang guard of test_agent_eval)
+pytestmark = [pytest.mark.retrieval, pytest.mark.timeout(900)]
 
 HLE = BUNDLED / "hle_synthetic.jsonl"
 LIMIT = 80

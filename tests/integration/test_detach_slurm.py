@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.chaos.supervise_fixtures import events, run_info, runs_json, supervisor_state, wait_until
 from tests.helpers import OPS
 from tests.integration.cluster_fixtures import ClusterHarness, cluster_fixture, harness
@@ -25,6 +27,7 @@ cluster = cluster_fixture(slurm=True, sshd=False)
 __all__ = ["cluster", "harness"]
 
 
+@pytest.mark.timeout(900)  # waits up to 420 s for the requeued run (~300 s on a loaded machine), over pytest's 300
 def test_a_walltime_signal_requeues_the_job_which_resumes_and_finishes(
         harness: ClusterHarness, tmp_path: Path, sim_server: Callable[..., SimServer]) -> None:
     h = harness

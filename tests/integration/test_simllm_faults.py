@@ -14,6 +14,7 @@ import psutil
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import FaultPlan
 
+from tests.helpers import frozen_once
 from tests.simserver import SimServer
 
 MODEL = "fault-model"
@@ -135,12 +136,14 @@ def test_startup_delay_delays_the_bind() -> None:
     sim = SimServer(model=MODEL, args=["--startup-delay-s", "2"])
     try:
         process = sim.spawn()
-        deadline = time.monotonic() + 20
-        while "simllm starting" not in sim.log_tail() and time.monotonic() < deadline:
+        def started() -> bool:
             assert process.poll() is None, sim.log_tail()
-            time.sleep(0.02)
-        assert "simllm starting" in sim.log_tail()
-        assert _refused(sim.port)  # started, but not serving until the delay is over
+            return "simllm starting" in sim.log_tail()
+
+        # frozen from the first look that finds it started: inside its delay however slowly the test runs
+        with frozen_once(process.pid, started, "simllm starting", 60):
+            assert "simllm serving" not in sim.log_tail()
+            assert _refused(sim.port)  # started, but not serving until the delay is over
         sim.wait_ready(30)
         assert not _refused(sim.port)
         log = sim.log_tail()
