@@ -8,10 +8,10 @@ VLLM_VENV=${2:-.venv-vllm}
 PY=$(readlink -f "$VLLM_VENV/bin/python")
 test -x "$PY" || { echo "no $VLLM_VENV (make setup-vllm first)" >&2; exit 1; }
 "$PY" -m venv --without-pip "$VENV" 2>/dev/null || "$(dirname "$PY")/python3" -m venv "$VENV"
-test -x "$VENV/bin/pip" || "$VENV/bin/python" -m ensurepip -q
+"$VENV/bin/python" -m pip --version >/dev/null 2>&1 || "$VENV/bin/python" -m ensurepip >/dev/null
 SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 VSP=$("$VLLM_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$(readlink -f "$VSP")" > "$SP/zz-vllm.pth"
-"$VENV/bin/pip" install -q "ray==2.60.0"
+"$VENV/bin/python" -m pip install -q "ray==2.60.0"
 "$VENV/bin/ray" --version
 touch "$VENV/.ray-setup-done"
