@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +17,11 @@ from tests.realvllm import VllmServer, vllm_missing
 from tests.simserver import SimServer
 from tests.terminal import Terminal
 from tests.xdist_groups import pytest_collection_modifyitems  # noqa: F401 (the hook: which tests share a worker)
+
+# xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which `ops` (in process or as a
+# child) takes as the width to fit its output to; a test that wants a width sets COLUMNS itself
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 # A suite started in the background by a non-interactive shell (`bash .ci/run &`) has SIGINT ignored,
 # and an ignored signal is inherited by every process a test starts: `ops health --watch` or `ops logs -f`

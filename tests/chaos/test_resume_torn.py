@@ -62,7 +62,7 @@ def test_cut_lines_are_not_done_and_run_again(tmp_path: Path, sim: SimServer) ->
     note = (f"note: {run_dir / 'results.jsonl'}: 3 unreadable line(s) skipped (a torn or cut record); their ids "
             "count as not done and run again")
     assert note in resumed.stdout and note in (run_dir / "eval.log").read_text()
-    assert "30 samples, 2 to run, 28 ok and 0 failed before" in resumed.stdout
+    assert "30 samples, 2 to run (resume; 28 ok and 0 failed before)" in resumed.stdout
     readable = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()
                 if _parses(line)]
     assert Counter(r["id"] for r in readable if isinstance(r, dict) and "id" in r) == Counter(IDS)

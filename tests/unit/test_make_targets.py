@@ -3,6 +3,7 @@ package and no engine venv; `make test` (what CI runs) keeps installing both."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -15,8 +16,10 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def dry_run(target: str) -> str:
     """Every command `make TARGET` would run from nothing (-B: as if no stamp existed), none run (-n)."""
-    result = subprocess.run(["make", "-n", "-B", target], cwd=REPO, capture_output=True, text=True, timeout=60,
-                            check=False)
+    # as a user runs it, also under `make test` itself (no parent make's flags, no "Entering directory" lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=REPO, capture_output=True,
+                            text=True, timeout=60, check=False, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
