@@ -7,6 +7,7 @@ too and treats a pid whose start time differs as gone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -14,7 +15,7 @@ import os
 import resource
 import signal
 import socket
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -256,3 +257,21 @@ def raise_nofile(requested: int) -> NofileLimit:
     if soft != resource.RLIM_INFINITY and soft < limit.effective:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit.effective, hard))
     return limit
+
+
+@contextlib.contextmanager
+def loop_signal_handlers(loop: asyncio.AbstractEventLoop,
+                         handlers: Mapping[signal.Signals, Callable[[], object]]) -> Iterator[None]:
+    """`handlers` on `loop` while the block runs (where the loop can take them: not off the main thread),
+    removed after it on every exit path."""
+    installed = []
+    for sig, handler in handlers.items():
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, handler)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+

@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 
 from orchestra_ops.fleet.prefix_counters import PrefixCounters, parse_prefix_counters
+from orchestra_ops.fleet.state import server_url
 
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 
@@ -63,8 +64,7 @@ class Target:
 
     @property
     def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return server_url(self.host, self.port)
 
 
 @dataclass(frozen=True)

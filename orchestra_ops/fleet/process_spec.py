@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestra_ops.fleet.state import server_url
+
 Engine = Literal["vllm", "sim", "retrieval", "gateway", "ray"]
 
 
@@ -58,10 +60,7 @@ class ProcessSpec:
 
     @property
     def base_url(self) -> str | None:
-        if self.host is None:
-            return None
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return None if self.host is None else server_url(self.host, self.port)
 
     @property
     def health_url(self) -> str | None:

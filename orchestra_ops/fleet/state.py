@@ -39,6 +39,11 @@ STATE_VERSION = 2
 V1_NODE = "this-machine"  # the one node a version-1 state is read as
 
 
+def server_url(host: str, port: int) -> str:
+    """`http://HOST:PORT` of a fleet process (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class NodeRecord:
     """One node of a fleet: the backend that owns its processes, and how that backend reaches it."""
@@ -89,10 +94,7 @@ class ProcessRecord:
 
     @property
     def base_url(self) -> str | None:
-        if self.host is None:
-            return None
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return None if self.host is None else server_url(self.host, self.port)
 
     @property
     def reproduce(self) -> str:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from orchestra_ops.client.call_errors import TransportError
+from orchestra_ops.client.http1 import encode_request
 from orchestra_ops.gateway.upstream_https import HttpsUpstream, StreamCut
 
 __all__ = ["Answer", "StreamCut", "Upstreams"]
@@ -221,20 +222,6 @@ class _HostPool:
             conn.close()
 
 
-def encode(head: bytes, headers: Mapping[str, str], body: bytes | None) -> bytes:
-    lines = [head]
-    for name, value in headers.items():
-        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-            raise ValueError(f"header {name!r}: a line break is not allowed in an HTTP header")
-        lines.append(f"{name}: {value}\r\n".encode("latin-1"))
-    if body is not None:
-        lines.append(b"content-length: %d\r\n\r\n" % len(body))
-        lines.append(body)
-    else:
-        lines.append(b"\r\n")
-    return b"".join(lines)
-
-
 class Upstreams:
     """Every replica's connections (http://) and one aiohttp session for https:// providers."""
 
@@ -255,7 +242,7 @@ class Upstreams:
                 return await self._https.open(url, method, headers, body, address)
             route = self._routes[(method, url)] = self._route(method, url)
         pool, head = route
-        data = encode(head, headers, body)
+        data = encode_request(head, headers, body)
         conn = pool.take_idle()
         reused = conn is not None
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 from orchestra_ops.client.cache import ResponseCache
 from orchestra_ops.client.callctx import current_task
 from orchestra_ops.client.fleet_client import FleetClient
+from orchestra_ops.core.procs import loop_signal_handlers
 from orchestra_ops.errors import DiskFull
 from orchestra_ops.runner.dataset import Sample, sample_id
 from orchestra_ops.runner.engine import Controller, Record, Work, run_tasks
@@ -158,16 +160,9 @@ STOP_SIGNALS = {signal.SIGINT: "", signal.SIGTERM: "SIGTERM",
 def _signals(loop: asyncio.AbstractEventLoop, controller: Controller) -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP: the first stops new tasks (those in flight finish and are kept),
     the second aborts those in flight. SIGHUP no longer kills the run and loses its last batch."""
-    installed = []
-    for sig, source in STOP_SIGNALS.items():
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, controller.interrupt, source)
-            installed.append(sig)
-    try:
+    handlers = {sig: functools.partial(controller.interrupt, source) for sig, source in STOP_SIGNALS.items()}
+    with loop_signal_handlers(loop, handlers):
         yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 def completion_line(record: Record, elapsed: float, fields: Sequence[str] = ()) -> str:

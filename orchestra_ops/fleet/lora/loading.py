@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from orchestra_ops.core.procs import loop_signal_handlers
 from orchestra_ops.fleet.lora.calls import ReplicaOutcome, load_one, model_cards, unload_one
 from orchestra_ops.fleet.state import ProcessRecord
 
@@ -175,16 +177,8 @@ def _signals_cancel(task: asyncio.Future[Any], received: list[str]) -> Iterator[
         received.append(sig.name)
         task.cancel()  # a no-op once it is done: the rollback that follows is not cut short
 
-    installed = []
-    for sig in SIGNALS:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal, sig)
-            installed.append(sig)
-    try:
+    with loop_signal_handlers(loop, {sig: functools.partial(on_signal, sig) for sig in SIGNALS}):
         yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 def refusal(name: str, key: str, attempt: LoadAttempt, adopted: list[str]) -> str:
