@@ -77,7 +77,7 @@ class FleetClient:
         else:
             replicas = [Replica.for_server(host, port, self.replica_cap) for host, port in target.addresses]
         pool = ReplicaPool(target.name, replicas, self.transport, unavailable_wait_s=self.unavailable_wait_s,
-                           affinity=target.affinity)
+                           affinity=target.affinity, lockstep=target.lockstep)
         pool.on_eject = self.on_eject
         pool.on_move = self.on_move
         timeout = self.request_timeout_s if self._timeout_from_cli else (target.request_timeout_s

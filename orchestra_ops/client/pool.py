@@ -9,6 +9,9 @@
 - A replica that refuses connections is ejected at once; one that times out or answers 5xx
   `eject_after` times in a row is ejected too. An ejected replica is probed (`GET /health`) in
   the background with growing intervals and comes back on the first 200.
+- In a `lockstep` pool (the ranks of vLLM's hybrid or external data parallelism, which step together)
+  one ejected replica takes every other out with it, and they come back together once each has
+  answered a probe: a rank whose partner died would only hold requests until they time out.
 - When no replica is healthy, a request waits at most `unavailable_wait_s`, then fails with a
   CallError of kind `no_replica` that lists every replica and why it is out.
 """
@@ -37,7 +40,7 @@ class ReplicaPool:
     def __init__(self, name: str, replicas: Sequence[Replica], transport: Transport, *,
                  unavailable_wait_s: float = 60.0, eject_after: int = 3,
                  probe_interval_s: float = 0.25, probe_max_interval_s: float = 5.0,
-                 affinity: Affinity | None = None) -> None:
+                 affinity: Affinity | None = None, lockstep: bool = False) -> None:
         if not replicas:
             raise ValueError(f"{name}: a pool needs at least one replica")
         self.name = name
@@ -56,6 +59,8 @@ class ReplicaPool:
         self.sessions: SessionAffinity | None = (SessionAffinity(self.replicas, self.affinity.load_factor)
                                                  if self.affinity.mode == "session" else None)
         self.on_move: Callable[[str, Move], None] | None = None  # (pool, the move)
+        self.lockstep = lockstep
+        self._answered: set[int] = set()  # lockstep: the members whose probe answered since the group went out
 
     @property
     def healthy(self) -> list[Replica]:
@@ -139,6 +144,18 @@ class ReplicaPool:
     def _eject(self, replica: Replica, reason: str) -> None:
         if replica.health_url is None:
             return  # nothing to probe: a provider endpoint stays in, its calls retry
+        self._take_out(replica, reason)
+        if self.lockstep:
+            self._answered.clear()
+            group = f"{replica.address} of its group is out ({reason}): the group serves only whole"
+            for other in self.replicas:
+                if other is not replica and other.healthy and other.health_url is not None:
+                    other.last_error = group
+                    self._take_out(other, group)
+        if not self.healthy:
+            self._wake(None)  # waiters switch to the bounded wait
+
+    def _take_out(self, replica: Replica, reason: str) -> None:
         replica.healthy = False
         log.warning("%s: replica %s ejected (%s); probing it in the background", self.name, replica.address,
                     reason)
@@ -146,8 +163,24 @@ class ReplicaPool:
             self.on_eject(self.name, replica.address, reason)
         if id(replica) not in self._probes:
             self._probes[id(replica)] = asyncio.get_running_loop().create_task(self._probe(replica))
-        if not self.healthy:
-            self._wake(None)  # waiters switch to the bounded wait
+
+    def _back(self, replica: Replica) -> bool:
+        """A probe of `replica` answered 200: bring it back (in a lockstep pool, the whole group once every
+        member has answered). Whether it is back."""
+        if self.lockstep:
+            self._answered.add(id(replica))
+            if not all(r.healthy or id(r) in self._answered for r in self.replicas):
+                return False
+            back = [r for r in self.replicas if not r.healthy]
+            self._answered.clear()
+        else:
+            back = [replica]
+        for member in back:
+            member.healthy = True
+            member.consecutive_failures = 0
+            log.warning("%s: replica %s is back", self.name, member.address)
+        self._wake(None)
+        return True
 
     async def _probe(self, replica: Replica) -> None:
         assert replica.health_url is not None
@@ -159,14 +192,15 @@ class ReplicaPool:
                     resp = await self.transport.get(replica, replica.health_url, timeout=5.0)
                 except TransportError as exc:
                     replica.last_error = exc.message
+                    self._answered.discard(id(replica))
                 else:
                     if resp.status == 200:
-                        replica.healthy = True
-                        replica.consecutive_failures = 0
-                        log.warning("%s: replica %s is back", self.name, replica.address)
-                        self._wake(None)
-                        return
+                        if self._back(replica):
+                            return
+                        interval = self.probe_interval_s  # answered: wait for the rest of its group
+                        continue
                     replica.last_error = f"/health answered {resp.status}"
+                    self._answered.discard(id(replica))
                 interval = min(self.probe_max_interval_s, interval * 2)
         finally:
             self._probes.pop(id(replica), None)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from orchestra_ops.client.affinity import Affinity, AffinityMode
 from orchestra_ops.client.pricing import Price
+from orchestra_ops.config.parallel import ranks_step_together
 from orchestra_ops.config.topology import ModelSpec, Pricing, Topology
 from orchestra_ops.core.suggest import did_you_mean
 from orchestra_ops.errors import ConfigError
@@ -47,6 +48,7 @@ class Target:
     price: Price | None = None  # the topology's `pricing` (None: calls are not priced)
     affinity: Affinity = field(default_factory=Affinity)  # how its pool places session calls (topology `routing:`)
     dp_ranks: int = 1  # vLLM internal DP ranks behind its endpoint that a session's calls pin (client/dp_ranks.py)
+    lockstep: bool = False  # its endpoints are DP ranks that step together: one down takes all out (pool.py)
 
     @property
     def where(self) -> str:
@@ -158,7 +160,8 @@ def from_topology(topology: Topology, endpoints: Endpoints, *, source: str, endp
                               checkpoint=model.model, revision=engine_arg(model.engine_args, "--revision"),
                               price=_price(model.pricing),
                               affinity=Affinity(model.routing.affinity, model.routing.load_factor),
-                              dp_ranks=pinned_ranks(model))
+                              dp_ranks=pinned_ranks(model),
+                              lockstep=ranks_step_together(model.data_parallel.mode, model.replicas))
     declared = {name: key for key, model in topology.models.items() for name in model.lora_modules}
     paths = {**(adapter_paths or {}),
              **{name: path for model in topology.models.values() for name, path in model.lora_modules.items()}}

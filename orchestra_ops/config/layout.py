@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestra_ops.config.nodes import Node
-from orchestra_ops.config.parallel import VLLM_DP_RPC_PORT, DpMode, RaySettings, ray_ports
+from orchestra_ops.config.parallel import VLLM_DP_RPC_PORT, DpMode, RaySettings, ranks_step_together, ray_ports
 from orchestra_ops.config.topology import ModelSpec, Topology
 
 Problem = tuple[tuple[Any, ...], str]
@@ -54,7 +54,7 @@ class Layout:
     @property
     def lockstep(self) -> bool:
         """Its processes step together (one failure domain): DP ranks of vLLM, or a Ray TP×PP group."""
-        return self.ray or (self.mode in ("vllm-hybrid", "vllm-external") and self.dp > 1)
+        return self.ray or ranks_step_together(self.mode, self.dp)
 
 
 def host_count(node: Node) -> int:

@@ -36,6 +36,12 @@ RAY_NODE_PORTS = 6  # node manager, object manager, metrics export, dashboard ag
 RAY_HEAD_PORTS = 2  # GCS, ray client server
 
 
+def ranks_step_together(mode: DpMode, ranks: int) -> bool:
+    """Whether `ranks` data-parallel ranks in `mode` are one failure domain: the ranks of vLLM's hybrid and
+    external modes coordinate every step, so one dead rank stalls the others."""
+    return mode in ("vllm-hybrid", "vllm-external") and ranks > 1
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -2,7 +2,9 @@
 
     POST /v1/chat/completions, /v1/completions, /v1/embeddings, /tokenize, /detokenize
          -> one replica of the target `model` names (a role, a model key, a served name or an
-            adapter; a provider for the /v1 routes), through its ReplicaPool (forward.py)
+            adapter; a provider for the /v1 routes), through its ReplicaPool (forward.py); with
+            affinity on, a session's calls to a model of vLLM's internal DP carry its rank in
+            X-data-parallel-rank (client/dp_ranks.py), unless the client sent one
     GET  /v1/models   every name a request may use
     GET  /health      200 while the gateway serves (no auth)
     GET  /metrics     Prometheus text (metrics.py)
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestra_ops.client.cache import ResponseCache, request_key
+from orchestra_ops.client.dp_ranks import RANK_HEADER, rank_headers
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
@@ -46,7 +49,7 @@ INFERENCE_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings",
 PROVIDER_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 LOGGED_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 DEFAULTS_ROUTES = ("/v1/chat/completions", "/v1/completions")  # a target's request_defaults apply here
-PASSED_HEADERS = ("x-session-id", "x-request-id", "accept")
+PASSED_HEADERS = ("x-session-id", "x-request-id", "accept", RANK_HEADER.lower())
 JSON = [("content-type", "application/json")]
 DEFAULT_REPLICA_CAP = 256
 
@@ -119,7 +122,7 @@ class Gateway:
             replicas = [Replica.for_server(host, port, self.options.replica_cap) for host, port in target.addresses]
             base = {id(r): f"http://{r.address}" for r in replicas}
         pool = ReplicaPool(target.name, replicas, self.probes, unavailable_wait_s=self.options.unavailable_wait_s,
-                           affinity=target.affinity)
+                           affinity=target.affinity, lockstep=target.lockstep)
         return TargetPool(target, pool, base)
 
     def names(self) -> list[dict[str, Any]]:
@@ -240,8 +243,10 @@ class Gateway:
             body = json.dumps(data).encode()
         stream = data.get("stream") is True
         path = route.removeprefix("/v1") if target.kind == "provider" else route  # a provider's base ends in /v1
-        call = Call(path, body, headers, stream, session_of(request.headers, data) if route in DEFAULTS_ROUTES
-                    else None)
+        session = session_of(request.headers, data) if route in DEFAULTS_ROUTES else None
+        if session is not None and tp.pool.sessions is not None and RANK_HEADER.lower() not in headers:
+            headers.update(rank_headers(target.dp_ranks, session))  # vLLM's internal DP keeps a session on one rank
+        call = Call(path, body, headers, stream, session)
         role = requested if isinstance(requested, str) else target.name
         start_wall, start = time.time(), time.monotonic()
         key = self._cache_key(route, target, data, stream)

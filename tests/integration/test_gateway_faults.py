@@ -1,11 +1,14 @@
 """The gateway when things go wrong: a replica killed under load, a stream cut by its replica, a
-connection dropped before the answer, keys and tokens, a bind that would expose provider keys."""
+connection dropped before the answer, keys and tokens, a bind that would expose provider keys; and a
+session pinned to one rank of vLLM's internal data parallelism."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import httpx
 import openai
 import pytest
 
+from orchestra_ops.client.dp_ranks import rank_for
+from orchestra_ops.gateway.body import session_of
 from tests.fake_replica import FakeReplica
 from tests.gatewayserver import GatewayServer
 from tests.helpers import run_ops
@@ -174,3 +179,36 @@ def test_sessions_stick_to_one_replica(tmp_path: Path) -> None:
     assert all(len(replicas) == 1 for replicas in by_session.values())
     assert len(Counter(next(iter(r)) for r in by_session.values())) > 1  # sessions spread over replicas
     assert len({line["replica"] for line in lines[36:]}) == 1
+
+
+def test_a_session_is_pinned_to_one_rank_of_vllm_internal_dp(tmp_path: Path) -> None:
+    """One endpoint in front of 4 internal DP ranks: a session's calls carry its rank (the client's hash),
+    a call without x-session-id the rank of its first messages' hash, a client's own rank header wins."""
+    with FakeReplica() as replica:
+        topology = tmp_path / "dp.yaml"
+        topology.write_text(textwrap.dedent(f"""\
+            name: gwdp
+            nodes: {{cpu: {{host: localhost, gpus: 0}}}}
+            models:
+              answer: {{model: /ckpt/a, served_model_name: {SERVED}, node: cpu, replicas: 4, gpus_per_replica: 0,
+                       port: {replica.port}, data_parallel: {{mode: vllm-internal}}}}
+            roles: {{solver: answer}}
+            """))
+        endpoints = tmp_path / "ops" / "gwdp" / "model_config.json"
+        endpoints.parent.mkdir(parents=True)
+        endpoints.write_text(json.dumps({SERVED: [{"ip_addr": "127.0.0.1", "port": replica.port}]}))
+        env = {"OPS_HOME": str(tmp_path / "ops")}
+        with GatewayServer(["--topology", str(topology)], cwd=tmp_path, env=env) as gw:
+            client = openai.OpenAI(base_url=f"{gw.base_url}/v1", api_key="none", max_retries=0)
+            sessions = [f"task-{i}" for i in range(8)]
+            for session in [*sessions, *sessions]:
+                client.chat.completions.create(model="solver", messages=QUESTION,
+                                               extra_headers={"x-session-id": session})
+            client.chat.completions.create(model="solver", messages=QUESTION)
+            client.chat.completions.create(model="solver", messages=QUESTION,
+                                           extra_headers={"x-session-id": "task-1", "X-data-parallel-rank": "3"})
+            gw.stop()
+    sent = [seen.headers.get("x-data-parallel-rank") for seen in replica.requests]
+    expected = [str(rank_for(session, 4)) for session in [*sessions, *sessions]]
+    assert sent == [*expected, str(rank_for(session_of({}, {"messages": QUESTION}) or "", 4)), "3"]
+    assert len(set(expected)) > 1  # the sessions spread over the ranks (a fixed hash: this never flakes)

@@ -123,3 +123,54 @@ def test_only_a_vllm_internal_model_pins_ranks_and_pin_ranks_false_turns_it_off(
         """))
     routing = from_topology(load_topology(path), {}, source=str(path), endpoints_file="none")
     assert {key: t.dp_ranks for key, t in routing.targets.items()} == {"internal": 4, "unpinned": 1, "external": 1}
+
+
+def test_a_lockstep_pool_takes_the_whole_group_out_and_back_together() -> None:
+    """External DP ranks step together: one refusing rank takes the others out at once (their calls would
+    only hang), and the group serves again once every rank answers its probe, not when the first does."""
+    async def main() -> None:
+        transport = FakeTransport()
+        pool = ReplicaPool("moe", replicas(3), transport, probe_interval_s=0.01, probe_max_interval_s=0.01,
+                           unavailable_wait_s=5, lockstep=True)
+        ejected: list[tuple[str, str]] = []
+        pool.on_eject = lambda _pool, address, reason: ejected.append((address, reason))
+        rank0, rank1, rank2 = pool.replicas
+        transport.dead.add(rank0.address)  # an idle pool sends its first call to the first replica
+        transport.health[rank2.address] = 503  # rank 2 is still starting after the group's restart
+        client = ModelClient(name="moe", served_name="moe", pool=pool, request_timeout_s=1,
+                             retry=RetryPolicy(attempts=5, backoff_base_s=0.001))
+        call = asyncio.ensure_future(client.chat([{"role": "user", "content": "q"}]))
+        await asyncio.sleep(0.1)
+        assert transport.posts == [rank0.address]  # never sent to a rank whose partner is dead
+        assert [r.healthy for r in pool.replicas] == [False, False, False] and not call.done()
+        refused = f"{rank0.address}: connection refused"
+        group = f"{rank0.address} of its group is out ({refused}): the group serves only whole"
+        assert ejected == [(rank0.address, refused), (rank1.address, group),
+                           (rank2.address, group)]
+        transport.dead.clear()  # rank 0 is back, rank 2 still answers 503: nothing serves yet
+        await asyncio.sleep(0.1)
+        assert [r.healthy for r in pool.replicas] == [False, False, False] and not call.done()
+        transport.health.clear()  # every rank answers: all back at once, and the waiting call goes out
+        result = await asyncio.wait_for(call, 5)
+        assert result.content == "ok" and [r.healthy for r in pool.replicas] == [True, True, True]
+        assert transport.posts[1:] == [result.replica]
+        await pool.close()
+    asyncio.run(main())
+
+
+def test_only_hybrid_and_external_dp_targets_are_lockstep(tmp_path: Path) -> None:
+    path = tmp_path / "dp.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: dp
+        nodes: {gpu8: {host: gpu-box, gpus: 8}}
+        models:
+          internal: {model: org/M, node: gpu8, replicas: 2, port: 8000, data_parallel: {mode: vllm-internal}}
+          external: {model: org/O, node: gpu8, replicas: 2, port: 8200,
+                     data_parallel: {mode: vllm-external, rpc_port: 29552}}
+          alone: {model: org/P, node: gpu8, replicas: 1, port: 8300, data_parallel: {mode: vllm-external,
+                  rpc_port: 29553}}
+          dense: {model: org/D, node: gpu8, replicas: 2, port: 8400}
+        """))
+    routing = from_topology(load_topology(path), {}, source=str(path), endpoints_file="none")
+    assert {key: t.lockstep for key, t in routing.targets.items()} == {
+        "internal": False, "external": True, "alone": False, "dense": False}
