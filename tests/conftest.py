@@ -46,11 +46,12 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimServer]]:
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """One real vLLM replica of the tiny model (tests/realvllm.py) for the whole module that asks for
-    it, LoRA and runtime updates on; skipped where `.venv-vllm` or `.tiny-model` is missing. Tests
-    must leave it as they found it (unload what they load). Starting one costs ~45 s of 2 cores."""
+    """One real vLLM replica of the tiny model (tests/realvllm.py) for every module that asks for it (they
+    all run on the worker of the `vllm` xdist group), LoRA and runtime updates on; skipped where
+    `.venv-vllm` or `.tiny-model` is missing. Tests must leave it as they found it (unload what they
+    load). Starting one costs ~45 s of 2 cores."""
     reason = vllm_missing()
     if reason is not None:
         pytest.skip(reason)

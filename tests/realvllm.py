@@ -14,7 +14,7 @@ then SIGKILL, never only the API server (which would orphan EngineCore and Worke
 
 `vllm_missing()` says why no real vLLM can run here (no `.venv-vllm/bin/vllm`, no `.tiny-model`),
 so tests skip cleanly on a laptop; `make test` builds both (`make setup`, `make tiny-model`).
-The `real_vllm` fixture (tests/conftest.py) starts one per test module that asks for it.
+The `real_vllm` fixture (tests/conftest.py) starts one for the whole session, on the `vllm` group's worker.
 """
 
 from __future__ import annotations
