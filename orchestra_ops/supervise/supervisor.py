@@ -263,17 +263,17 @@ class Supervisor:
         self.job_id = result.stdout.strip().split(";")[0]
         label = f"attempt {attempt['n']}: " if attempt else ""
         self.tee.line(f"[SUPERVISOR] {label}{reason}; slurm job {previous} ends, job {self.job_id} continues the run")
-        self._save("restarting")
         self.events.emit("requeued", attempt=attempt["n"] if attempt else None, job_id=self.job_id,
                          previous_job_id=previous, reason=reason, done=finished_count(self.run_dir))
+        self._save("restarting")
         return "restarting"
 
     def _end(self, state: str, reason: str) -> str:
-        self._save(state, reason)
         counts = attempt_counts(self.run_dir)
         self.tee.line(f"[SUPERVISOR] run {state}: {reason} ({counts['done']} ok, {counts['failed']} failed; "
                       f"{len(self.attempts)} attempt(s), {self.restarts} restart(s))")
         self.events.emit(state, reason=reason, attempts=len(self.attempts), restarts=self.restarts, **counts)
+        self._save(state, reason)  # last: whoever sees the end in run.json finds its log line and event written
         return state
 
     def _save(self, state: str, reason: str | None = None) -> None:
