@@ -166,9 +166,9 @@ class Supervisor:
                 self.tee.line(f"[SUPERVISOR]   | {line}")
             self.tee.line(f"[SUPERVISOR] restart {self.restarts} of {self.settings.max_restarts} in {delay:g} s "
                           "with --resume")
-            self._save("restarting")
             self.events.emit("restart", attempt=attempt["n"], restart=self.restarts, reason=attempt["reason"],
                              delay_s=delay, exit=attempt["exit"], signal=attempt["signal"])
+            self._save("restarting")
             self._wake.wait(delay)
 
     def _restart_allowed(self) -> bool:
@@ -238,9 +238,9 @@ class Supervisor:
             return self._end("crashed", f"the fleet answers again, but attempt {attempt['n']} finished no task and "
                                         f"the restart bound is reached (--max-restarts {self.settings.max_restarts})")
         self.tee.line(f"[SUPERVISOR] the fleet answers again ({detail}); resuming with --resume")
-        self._save("restarting")
         self.events.emit("restart", attempt=attempt["n"], restart=self.restarts,
                          reason=f"the fleet answers again ({detail})", delay_s=0, exit=attempt["exit"], signal=None)
+        self._save("restarting")
         return None
 
     def _requeue(self, attempt: dict[str, Any]) -> str:
