@@ -15,7 +15,7 @@ from orchestra_ops.client.dp_ranks import RANK_HEADER, rank_for, rank_headers
 from orchestra_ops.client.pool import ReplicaPool
 from orchestra_ops.client.replica import Replica
 from orchestra_ops.client.retry import RetryPolicy
-from orchestra_ops.client.routing import from_topology
+from orchestra_ops.client.routing import Routing, from_topology
 from orchestra_ops.client.transport import Response
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.fleet.probes import Probe, State
@@ -109,19 +109,22 @@ def test_a_job_of_several_nodes_gives_each_process_its_own_host() -> None:
     assert [(p.name, p.host) for p in known.processes] == [("big/ray0", "n1"), ("big/0", "n1"), ("big/ray1", "n2")]
 
 
-def test_only_a_vllm_internal_model_pins_ranks_and_pin_ranks_false_turns_it_off(tmp_path: Path) -> None:
+def _dp_routing(tmp_path: Path, models: str) -> Routing:
+    """The routing of a topology with nodes gpu8 (one host) and pair (two hosts) and these `models:` lines."""
     path = tmp_path / "dp.yaml"
-    path.write_text(textwrap.dedent("""\
-        name: dp
-        nodes: {gpu8: {host: gpu-box, gpus: 8}}
-        models:
-          internal: {model: org/M, node: gpu8, replicas: 4, port: 8000, data_parallel: {mode: vllm-internal}}
-          unpinned: {model: org/N, node: gpu8, replicas: 2, port: 8100,
-                     data_parallel: {mode: vllm-internal, pin_ranks: false, rpc_port: 29551}}
-          external: {model: org/O, node: gpu8, replicas: 2, port: 8200,
-                     data_parallel: {mode: vllm-external, expert_parallel: true, rpc_port: 29552}}
-        """))
-    routing = from_topology(load_topology(path), {}, source=str(path), endpoints_file="none")
+    path.write_text("name: dp\nnodes: {gpu8: {host: gpu-box, gpus: 8}, pair: {hosts: [10.0.0.1, 10.0.0.2], gpus: 8}}\n"
+                    "models:\n" + textwrap.indent(textwrap.dedent(models), "  "))
+    return from_topology(load_topology(path), {}, source=str(path), endpoints_file="none")
+
+
+def test_only_a_vllm_internal_model_pins_ranks_and_pin_ranks_false_turns_it_off(tmp_path: Path) -> None:
+    routing = _dp_routing(tmp_path, """\
+        internal: {model: org/M, node: gpu8, replicas: 4, port: 8000, data_parallel: {mode: vllm-internal}}
+        unpinned: {model: org/N, node: gpu8, replicas: 2, port: 8100,
+                   data_parallel: {mode: vllm-internal, pin_ranks: false, rpc_port: 29551}}
+        external: {model: org/O, node: gpu8, replicas: 2, port: 8200,
+                   data_parallel: {mode: vllm-external, expert_parallel: true, rpc_port: 29552}}
+        """)
     assert {key: t.dp_ranks for key, t in routing.targets.items()} == {"internal": 4, "unpinned": 1, "external": 1}
 
 
@@ -159,18 +162,15 @@ def test_a_lockstep_pool_takes_the_whole_group_out_and_back_together() -> None:
 
 
 def test_only_hybrid_and_external_dp_targets_are_lockstep(tmp_path: Path) -> None:
-    path = tmp_path / "dp.yaml"
-    path.write_text(textwrap.dedent("""\
-        name: dp
-        nodes: {gpu8: {host: gpu-box, gpus: 8}}
-        models:
-          internal: {model: org/M, node: gpu8, replicas: 2, port: 8000, data_parallel: {mode: vllm-internal}}
-          external: {model: org/O, node: gpu8, replicas: 2, port: 8200,
-                     data_parallel: {mode: vllm-external, rpc_port: 29552}}
-          alone: {model: org/P, node: gpu8, replicas: 1, port: 8300, data_parallel: {mode: vllm-external,
-                  rpc_port: 29553}}
-          dense: {model: org/D, node: gpu8, replicas: 2, port: 8400}
-        """))
-    routing = from_topology(load_topology(path), {}, source=str(path), endpoints_file="none")
+    routing = _dp_routing(tmp_path, """\
+        internal: {model: org/M, node: gpu8, replicas: 2, port: 8000, data_parallel: {mode: vllm-internal}}
+        external: {model: org/O, node: gpu8, replicas: 2, port: 8200,
+                   data_parallel: {mode: vllm-external, rpc_port: 29552}}
+        alone: {model: org/P, node: gpu8, replicas: 1, port: 8300, data_parallel: {mode: vllm-external,
+                rpc_port: 29553}}
+        hybrid: {model: org/H, node: pair, replicas: 4, port: 8500,
+                 data_parallel: {mode: vllm-hybrid, rpc_port: 13400}}
+        dense: {model: org/D, node: gpu8, replicas: 2, port: 8400}
+        """)
     assert {key: t.lockstep for key, t in routing.targets.items()} == {
-        "internal": False, "external": True, "alone": False, "dense": False}
+        "internal": False, "external": True, "alone": False, "hybrid": True, "dense": False}
