@@ -3,9 +3,11 @@
 Part 1 (throughput): `ops bench m --concurrency 256` (whole processes, the same load generator for
 every row) straight to the 4 sims (the pool: direct), then through `ops serve gateway`, vLLM's
 router (`vllm-router`, the Rust router from its PyPI wheel, --policy round_robin: its cheapest) and
-LiteLLM's proxy, each one URL in front of the same sims. Per row: req/s, its ratio to direct,
-p50/p99 and what the hop adds to direct's, the CPU the hop's process tree spent per request, and
-ops bench's own CPU per request. The peers live in bench/.venv-peers (scripts/build_bench_peers.sh);
+LiteLLM's proxy, each one URL in front of the same sims. The rows take turns over BENCH_GATEWAY_ROUNDS
+rounds (LiteLLM, 15x slower, only in the first) and each figure is the median, with the range of req/s:
+one pass is not enough to rank two hops 1-2% apart on a shared 2-core machine. Per row: req/s, its
+ratio to direct, p50/p99 and what the hop adds to direct's, the CPU the hop's process tree spent per
+request, and ops bench's own CPU per request. The peers live in bench/.venv-peers (scripts/build_bench_peers.sh);
 a peer that is not installed is reported as such. Goals (issue 27): gateway >= 0.9 of direct, at
 least as fast as vLLM's router, >= 5x LiteLLM's proxy.
 
@@ -16,7 +18,7 @@ of the first system and user message), and the engine with affinity off. The sim
 counters (vllm:prefix_cache_hits_total / queries_total, in tokens) give each run's hit rate.
 
 Env: BENCH_GATEWAY_REQUESTS (default 6000), BENCH_GATEWAY_LITELLM_REQUESTS (default 1500),
-BENCH_GATEWAY_PARTS (default "throughput,affinity").
+BENCH_GATEWAY_ROUNDS (default 3), BENCH_GATEWAY_PARTS (default "throughput,affinity").
 Never asserts; returns 0.
 """
 
@@ -26,12 +28,14 @@ import asyncio
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -48,6 +52,7 @@ LATENCY_MS = 200
 CONCURRENCY = 256
 REQUESTS = int(os.environ.get("BENCH_GATEWAY_REQUESTS", "6000"))
 LITELLM_REQUESTS = int(os.environ.get("BENCH_GATEWAY_LITELLM_REQUESTS", "1500"))
+THROUGHPUT_ROUNDS = int(os.environ.get("BENCH_GATEWAY_ROUNDS", "3"))
 PEERS = REPO / "bench" / ".venv-peers" / "bin"
 SESSIONS, ROUNDS = 64, 4
 
@@ -125,48 +130,76 @@ def _hop_argv(name: str, tmp: Path, sims: list[SimServer], port: int) -> tuple[l
     raise ValueError(name)
 
 
+def _measure(name: str, tmp: Path, sims: list[SimServer], direct: Path) -> dict[str, Any] | str:
+    """One row's figures (a hop started for it, warmed, measured, stopped), or why there are none."""
+    requests = LITELLM_REQUESTS if name == "litellm proxy" else REQUESTS
+    proc = None
+    config = direct
+    if name != "direct (ops bench)":
+        port = free_port()
+        hop = _hop_argv(name, tmp, sims, port)
+        if hop is None:
+            return "not installed (scripts/build_bench_peers.sh)"
+        argv, health, env = hop
+        try:
+            proc = _start(argv, health, tmp / f"{name.replace(' ', '-')}.log", env)
+        except (RuntimeError, TimeoutError) as exc:
+            return f"did not start: {exc}"
+        config = _config(tmp / f"via-{port}.json", [port])
+        run_ops_bench(config, 32, 200)  # warm: connections, lazy imports
+    try:
+        hop_cpu0 = _tree_cpu(proc.pid) if proc else 0.0
+        result, ops_cpu = run_ops_bench(config, CONCURRENCY, requests)
+        hop_cpu = (_tree_cpu(proc.pid) - hop_cpu0) if proc else None
+    finally:
+        if proc is not None:
+            kill_tree(proc.pid)
+    return {"rate": result["req_per_s"], "p50": result["p50_s"] * 1000, "p99": result["p99_s"] * 1000,
+            "hop_ms": hop_cpu / requests * 1000 if hop_cpu is not None else None, "ops_cpu": ops_cpu,
+            "requests": requests, "errors": result["errors"]}
+
+
 def throughput(tmp: Path, sims: list[SimServer]) -> None:
+    """THROUGHPUT_ROUNDS rounds, each measuring direct, the gateway and vLLM's router in turn (LiteLLM, slow, in
+    the first only), so a drift of the machine's load touches every row alike; each cell is the median."""
     direct = _config(tmp / "direct.json", [s.port for s in sims])
     _, startup_cpu = run_ops_bench(direct, 1, 1)
-    rows = []
-    base: dict | None = None
-    for name in ("direct (ops bench)", "ops gateway", "vllm-router", "litellm proxy"):
-        requests = LITELLM_REQUESTS if name == "litellm proxy" else REQUESTS
-        proc = None
-        if name == "direct (ops bench)":
-            config = direct
-        else:
-            port = free_port()
-            hop = _hop_argv(name, tmp, sims, port)
-            if hop is None:
-                rows.append([name, "not installed (scripts/build_bench_peers.sh)", *["-"] * 8])
+    names = ("direct (ops bench)", "ops gateway", "vllm-router", "litellm proxy")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    missing: dict[str, str] = {}
+    for round_ in range(THROUGHPUT_ROUNDS):
+        for name in names:
+            if name in missing or (name == "litellm proxy" and round_ > 0):
                 continue
-            argv, health, env = hop
-            try:
-                proc = _start(argv, health, tmp / f"{name.replace(' ', '-')}.log", env)
-            except (RuntimeError, TimeoutError) as exc:
-                rows.append([name, f"did not start: {exc}", *["-"] * 8])
-                continue
-            config = _config(tmp / f"via-{port}.json", [port])
-            run_ops_bench(config, 32, 200)  # warm: connections, lazy imports
-        try:
-            hop_cpu0 = _tree_cpu(proc.pid) if proc else 0.0
-            result, ops_cpu = run_ops_bench(config, CONCURRENCY, requests)
-            hop_cpu = (_tree_cpu(proc.pid) - hop_cpu0) if proc else 0.0
-        finally:
-            if proc is not None:
-                kill_tree(proc.pid)
-        rate, p50, p99 = result["req_per_s"], result["p50_s"] * 1000, result["p99_s"] * 1000
-        if base is None:
-            base = {"rate": rate, "p50": p50, "p99": p99}
-        rows.append([name, f"{rate:,.0f}", f"{rate / base['rate']:.3f}", f"{p50:.0f}", f"{p99:.0f}",
-                     f"{p50 - base['p50']:+.0f}", f"{p99 - base['p99']:+.0f}",
-                     f"{hop_cpu / requests * 1000:.3f}" if proc else "-",
-                     f"{(ops_cpu - startup_cpu) / requests * 1000:.3f}", json.dumps(result["errors"])])
+            figures = _measure(name, tmp, sims, direct)
+            if isinstance(figures, str):
+                missing[name] = figures
+            else:
+                runs[name].append(figures)
+    base = statistics.median(r["rate"] for r in runs[names[0]])
+    base_p50 = statistics.median(r["p50"] for r in runs[names[0]])
+    base_p99 = statistics.median(r["p99"] for r in runs[names[0]])
+    rows: list[list[object]] = []
+    for name in names:
+        if name in missing:
+            rows.append([name, missing[name], *["-"] * 9])
+            continue
+        done = runs[name]
+        rate, p50, p99 = (statistics.median(r[key] for r in done) for key in ("rate", "p50", "p99"))
+        hop = [r["hop_ms"] for r in done if r["hop_ms"] is not None]
+        client = statistics.median((r["ops_cpu"] - startup_cpu) / r["requests"] * 1000 for r in done)
+        errors: dict[str, int] = {}
+        for r in done:
+            for kind, count in r["errors"].items():
+                errors[kind] = errors.get(kind, 0) + count
+        spread = f"{min(r['rate'] for r in done):,.0f}-{max(r['rate'] for r in done):,.0f}"
+        rows.append([name, f"{rate:,.0f}", spread, f"{rate / base:.3f}", f"{p50:.0f}", f"{p99:.0f}",
+                     f"{p50 - base_p50:+.0f}", f"{p99 - base_p99:+.0f}",
+                     f"{statistics.median(hop):.3f}" if hop else "-", f"{client:.3f}", json.dumps(errors)])
     table(f"{REPLICAS} sims at {LATENCY_MS} ms, ops bench --concurrency {CONCURRENCY} ({REQUESTS:,} requests; "
-          f"LiteLLM {LITELLM_REQUESTS:,}); bound {CONCURRENCY / (LATENCY_MS / 1000):,.0f} req/s; load "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
-          ["path", "req/s", "of direct", "p50 ms", "p99 ms", "added p50", "added p99", "hop CPU ms/req",
+          f"LiteLLM {LITELLM_REQUESTS:,}), medians of {THROUGHPUT_ROUNDS} interleaved rounds (LiteLLM: 1); bound "
+          f"{CONCURRENCY / (LATENCY_MS / 1000):,.0f} req/s; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
+          ["path", "req/s", "range", "of direct", "p50 ms", "p99 ms", "added p50", "added p99", "hop CPU ms/req",
            "client CPU ms/req", "errors"], rows)
 
 
