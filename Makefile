@@ -20,6 +20,10 @@ PYTEST_ARGS ?=
 # xdist workers of `make test`: most tests wait on subprocesses and sockets, so more workers than the
 # 2 cores pay off; groups that must not overlap (real vLLM, the dev cluster) are in tests/conftest.py
 PYTEST_WORKERS ?= 4
+# the two install chains (the product venv, then the system packages and dev extras; the engine venv, then
+# the tiny model and the Ray venv) are independent: built side by side, a fresh `make test` starts its tests
+# minutes sooner. Recipes themselves stay serial; `make -j1 …` builds one thing at a time.
+MAKEFLAGS += -j2
 
 .PHONY: setup setup-demo setup-vllm setup-ray tiny-model test lint bench demo demo-vllm clean
 
