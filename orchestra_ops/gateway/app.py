@@ -49,7 +49,8 @@ INFERENCE_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings",
 PROVIDER_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 LOGGED_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 DEFAULTS_ROUTES = ("/v1/chat/completions", "/v1/completions")  # a target's request_defaults apply here
-PASSED_HEADERS = ("x-session-id", "x-request-id", "accept", RANK_HEADER.lower())
+RANK_KEY = RANK_HEADER.lower()  # request headers arrive lower-cased
+PASSED_HEADERS = ("x-session-id", "x-request-id", "accept", RANK_KEY)
 JSON = [("content-type", "application/json")]
 DEFAULT_REPLICA_CAP = 256
 
@@ -244,7 +245,7 @@ class Gateway:
         stream = data.get("stream") is True
         path = route.removeprefix("/v1") if target.kind == "provider" else route  # a provider's base ends in /v1
         session = session_of(request.headers, data) if route in DEFAULTS_ROUTES else None
-        if session is not None and tp.pool.sessions is not None and RANK_HEADER.lower() not in headers:
+        if session is not None and tp.pool.sessions is not None and RANK_KEY not in headers:
             headers.update(rank_headers(target.dp_ranks, session))  # vLLM's internal DP keeps a session on one rank
         call = Call(path, body, headers, stream, session)
         role = requested if isinstance(requested, str) else target.name
