@@ -9,6 +9,7 @@
     reward.py       the reward exactly as τ²-bench computes it (DB replay, assertions, actions, ...)
     metrics.py      scores.json: avg reward, pass^k, terminations, infra errors
     suite.py        the suite (options, routing, units per (task, trial), trajectories)
+    nl_judge.py     the NL-assertion judge: its request and its verdicts parsed (reference §1.8 item 5)
     export.py       `ops export --format tau2`: τ²-bench's results file
     templates/      the agent, user-simulator and NL-judge prompts; data/ the bundled domains
 

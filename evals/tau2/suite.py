@@ -5,14 +5,13 @@ Routing: the agent is `--model` (default the role `orchestrator`), the user simu
 task's reward_basis has NL_ASSERTION). Tasks come from `--data-dir` (a τ²-bench data dir; default:
 the bundled synthetic domain) for `--domain`, filtered by `--task-split` (`base` when the domain has
 a split_tasks.json), or from `--task-file`. Each unit's messages, tool calls, DB hashes and reward
-breakdown go to trajectories/<unit>.json beside results.jsonl; resume is per (task, trial).
+breakdown go to trajectories/<unit>.json beside results.jsonl; resume is per (task, trial). The NL-assertion
+judge's request and the parsing of its verdicts are in nl_judge.py.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from orchestra_ops.evals.tau2.domain import Domain
 from orchestra_ops.evals.tau2.environment import DOMAIN_NAMES, fresh_env, get_domain
 from orchestra_ops.evals.tau2.llm_args import JUDGE_DEFAULT, ROLES, llm_args
 from orchestra_ops.evals.tau2.loop import LoopSettings, Simulation, now, simulate
+from orchestra_ops.evals.tau2.nl_judge import judge_nl_assertions
 from orchestra_ops.evals.tau2.reward import NORMAL_ENDINGS, evaluate
 from orchestra_ops.evals.tau2.tasks import DomainData, domain_dir, load_domain_data, render_scenario, reward_basis
 
@@ -254,21 +254,9 @@ class Tau2Suite(BaseSuite):
         return fields
 
     async def _judge(self, task: dict[str, Any], sim: Simulation, ctx: TaskContext) -> list[dict[str, Any]]:
-        assertions = list((task.get("evaluation_criteria") or {}).get("nl_assertions") or [])
-        if not assertions:
-            return []
-        # as τ²-bench's judge sees it: every message as `role: content` (tool results and empty turns too),
-        # the outcomes as a Python list, the grading instructions as the system message
-        conversation = "\n".join(f"{m['role']}: {m.get('content')}" for m in sim.messages)
-        prompt = self.templates["nl_judge"].render(conversation=conversation, assertions=repr(assertions))
-        messages = [{"role": "system", "content": self.templates["nl_judge_system"].render()},
-                    {"role": "user", "content": prompt}]
-        reply = await ctx.chat(self.settings["judge"], messages, **self.settings.get("judge_args", JUDGE_DEFAULT))
-        checks = parse_verdicts(reply.content or "")
-        if checks is None:
-            shown = (reply.content or "")[:200]
-            raise CallError("grader_error", f"the judge's reply is not the expected JSON: {shown!r}")
-        return checks
+        """The NL-assertion judge's verdicts on this simulation (nl_judge.py)."""
+        return await judge_nl_assertions(task, sim.messages, ctx, self.templates, self.settings["judge"],
+                                         self.settings.get("judge_args", JUDGE_DEFAULT))
 
     # scores
 
@@ -294,26 +282,3 @@ class Tau2Suite(BaseSuite):
             lines.append("call_expert aliases: " + ", ".join(f"{a} -> {t}" for a, t in s["experts"].items())
                          + f"; history budget {s['history_budget']} tokens")
         return lines
-
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
-
-
-def parse_verdicts(text: str) -> list[dict[str, Any]] | None:
-    """The judge's {"results": [...]} as τ²-bench's NLAssertionCheck dicts; None when it does not parse."""
-    fenced = _FENCE.search(text)
-    body = fenced.group(1) if fenced else text
-    start, end = body.find("{"), body.rfind("}")
-    try:
-        data = json.loads(body[start:end + 1]) if start >= 0 else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
-        return None
-    checks = []
-    for item in data.get("results", []):
-        if not isinstance(item, dict) or not isinstance(item.get("metExpectation"), bool):
-            return None
-        checks.append({"nl_assertion": item.get("expectedOutcome"), "met": item["metExpectation"],
-                       "justification": item.get("reasoning")})
-    return checks

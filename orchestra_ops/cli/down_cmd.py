@@ -6,7 +6,7 @@ import click
 
 from orchestra_ops.cli.render import stderr_console
 from orchestra_ops.errors import OpsError
-from orchestra_ops.fleet.lifecycle import down as fleet_down
+from orchestra_ops.fleet.teardown import down as fleet_down
 
 
 class LeftoverError(OpsError):

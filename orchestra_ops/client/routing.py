@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 from orchestra_ops.client.affinity import Affinity, AffinityMode
 from orchestra_ops.client.pricing import Price
+from orchestra_ops.config.model_spec import ModelSpec, Pricing
 from orchestra_ops.config.parallel import ranks_step_together
-from orchestra_ops.config.topology import ModelSpec, Pricing, Topology
+from orchestra_ops.config.topology import Topology
 from orchestra_ops.core.suggest import did_you_mean
 from orchestra_ops.errors import ConfigError
 from orchestra_ops.fleet.endpoints import Endpoints

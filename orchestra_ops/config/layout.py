@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestra_ops.config.model_spec import ModelSpec
 from orchestra_ops.config.nodes import Node
 from orchestra_ops.config.parallel import VLLM_DP_RPC_PORT, DpMode, RaySettings, ranks_step_together, ray_ports
-from orchestra_ops.config.topology import ModelSpec, Topology
+from orchestra_ops.config.topology import Topology
 
 Problem = tuple[tuple[Any, ...], str]
 

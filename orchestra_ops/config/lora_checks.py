@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.config.adapter_dir import DEFAULT_MAX_LORA_RANK, VLLM_MAX_LORA_RANKS, inspect_adapter
-from orchestra_ops.config.topology import ModelSpec, Topology
+from orchestra_ops.config.model_spec import ModelSpec
+from orchestra_ops.config.topology import Topology
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@
     backends/          local, tmux, ssh and slurm: start, stop and see processes on one node
     argv_check.py      each node's own vLLM parses the exact argv before anything starts (+ its cache)
     indexes.py         retrieval indexes built from a service's corpus before `ops up` starts it
-    lifecycle.py       `ops up` and `ops down` on every node a topology names
+    lifecycle.py       `ops up` on every node a topology names
+    teardown.py        `ops down` (and what a failed `ops up` stops): every node stopped through its backend
     readiness.py       waiting until every process serves (probes.py: one probe of one endpoint)
     repair.py          restarting the processes that died, or one by name (`ops restart`)
     views.py           what `ops health`, `ops status` and `ops logs` show

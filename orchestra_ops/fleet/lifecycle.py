@@ -1,4 +1,5 @@
-"""Bringing a fleet up and down on every node it names; the CLI commands are thin layers over this module.
+"""Bringing a fleet up on every node it names (`ops up`); teardown.py brings it down. The CLI commands
+are thin layers over both.
 
     up:   load + plan (+ the retrieval indexes to build, indexes.py; the gateway, if any, set aside)
           -> one NodeGroup per node, each with its own backend (local, tmux, ssh, slurm)
@@ -11,8 +12,8 @@
           -> launch every node in parallel; state.json after each (status "up", before waiting, so
           `ops down` works after a crash) -> wait until every process is READY (readiness.py)
           -> model_config.json once every host is known -> the gateway (it routes over that file), ready.
-          A failure anywhere stops what this `ops up` started everywhere (unless --keep-on-failure).
-    down: every node through the backend that owns it, in parallel: stop, verify -> status "down"
+          A failure anywhere stops what this `ops up` started everywhere (teardown.stop_fleet; unless
+          --keep-on-failure).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from pathlib import Path
 from orchestra_ops.config.loader import load_topology
 from orchestra_ops.core import procs
 from orchestra_ops.core.paths import state_path
-from orchestra_ops.errors import LaunchError, OpsError, ReadinessError, StateError
+from orchestra_ops.errors import LaunchError, OpsError, ReadinessError
 from orchestra_ops.fleet import argv_check, argv_check_nodes
 from orchestra_ops.fleet.backends import Backends
-from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup, StopReport
+from orchestra_ops.fleet.backends.base import LaunchContext, NodeGroup
 from orchestra_ops.fleet.endpoints import read_endpoints, write_endpoints, write_fleet_endpoints
 from orchestra_ops.fleet.indexes import BuildProgress, missing_indexes
 from orchestra_ops.fleet.indexes import build as build_index
@@ -40,11 +41,12 @@ from orchestra_ops.fleet.node_groups import node_groups
 from orchestra_ops.fleet.plan import LaunchPlan, plan
 from orchestra_ops.fleet.readiness import Progress, ProgressCallback, poll_nodes, wait_ready
 from orchestra_ops.fleet.repair import refuse_changes, restart, split_running, survey
-from orchestra_ops.fleet.state import FleetState, read_state, resolve_name, write_state
+from orchestra_ops.fleet.state import FleetState, read_state, write_state
+from orchestra_ops.fleet.teardown import stop_fleet
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DownResult", "Progress", "UpOptions", "UpResult", "down", "stop_fleet", "up"]
+__all__ = ["Progress", "UpOptions", "UpResult", "up"]
 
 
 @dataclass(frozen=True)
@@ -286,48 +288,3 @@ def _check_not_up(name: str, opts: UpOptions, warn: WarningCallback, backends: B
         raise LaunchError(f"could not stop the previous '{name}': {report.problems()}")
     if alive:
         warn(f"replaced the running '{name}' ({len(alive)} processes stopped)")
-
-
-# ---- down -----------------------------------------------------------------------------------------
-
-
-def stop_fleet(state: FleetState, backends: Backends, timeout: float) -> StopReport:
-    """Stop every node of `state` through its own backend, all nodes at once; one merged report."""
-    if not state.nodes:
-        return StopReport()
-
-    def one(node_name: str) -> StopReport:
-        node = state.node(node_name)
-        try:
-            return backends.get(node.backend).stop(node, state.processes_of(node.name), timeout)
-        except OpsError as exc:
-            return StopReport(errors=[f"node {node.name}: {exc}"])
-
-    with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
-        reports = list(pool.map(one, [node.name for node in state.nodes]))
-    merged = StopReport()
-    for report in reports:
-        merged.merge(report)
-    return merged
-
-
-@dataclass(frozen=True)
-class DownResult:
-    name: str
-    was_up: bool
-    report: StopReport
-    backends: list[str] = field(default_factory=list)
-
-
-def down(name: str | None = None, timeout_s: float = 15.0) -> DownResult | None:
-    """Stop a topology (default: the most recent one up) and verify; None when nothing is up."""
-    try:
-        resolved = resolve_name(name)
-    except StateError:
-        return None
-    state = read_state(resolved)
-    with Backends() as backends:
-        report = stop_fleet(state, backends, timeout_s)
-    if state.status == "up" and not report.errors:  # a node we could not reach: still up, `ops down` again
-        write_state(state.with_status("down", stopped_at=time.time()))
-    return DownResult(name=state.name, was_up=state.status == "up", report=report, backends=state.backends)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from orchestra_ops.config.lora_checks import RUNTIME_ENV
-from orchestra_ops.config.topology import ModelSpec
+from orchestra_ops.config.model_spec import ModelSpec
 
 
 def lora_module_item(name: str, path: str, base_model_name: str) -> str:

@@ -23,10 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchestra_ops.config.layout import Layout, Slot, layout
+from orchestra_ops.config.model_spec import ModelSpec
 from orchestra_ops.config.parallel import VLLM_DP_RPC_PORT as DEFAULT_RPC_PORT
 from orchestra_ops.config.parallel import RaySettings, ray_ports
 from orchestra_ops.config.placement import machine_name
-from orchestra_ops.config.topology import ModelSpec, Topology
+from orchestra_ops.config.topology import Topology
 from orchestra_ops.fleet.ray_gate import JOB_HEAD, gate_argv
 
 # A one-node Ray cluster (a one-host model with `ray:`) stays on this host's loopback: Ray otherwise turns a

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestra_ops.config.layout import uses_new_layout
+from orchestra_ops.config.model_spec import ModelSpec, SimSettings
 from orchestra_ops.config.placement import place_cpus, place_gpus, replica_name
-from orchestra_ops.config.topology import LOCAL_HOSTS, ModelSpec, RetrievalService, SimSettings, Topology
+from orchestra_ops.config.topology import LOCAL_HOSTS, RetrievalService, Topology
 from orchestra_ops.core.paths import topology_dir
 from orchestra_ops.fleet.lora_argv import lora_argv, lora_env
 from orchestra_ops.fleet.parallel_plan import rank_processes

@@ -74,10 +74,10 @@ def bring_up(options: PosttrainOptions, topology: str, console: Callable[[str], 
 
 
 def bring_down(topology: str) -> None:
-    from orchestra_ops.fleet import lifecycle
+    from orchestra_ops.fleet import teardown
 
     try:
-        lifecycle.down(topology)
+        teardown.down(topology)
     except OpsError as exc:  # the verdict (or the first error) matters more; say it and move on
         log.warning("ops down %s: %s", topology, exc)
 

@@ -22,7 +22,8 @@ Modules, each small:
     prefix_cache.py  PrefixCache: vLLM's prefix-cache accounting (whole 128-token blocks, in tokens)
     wire.py     the shapes of vLLM 0.32's answers: chat completions, model cards, usage, error bodies
     app.py      the aiohttp.web server (health, version, models, chat completions JSON/SSE, metrics) and serve()
+    chat_stream.py  ChatAnswer (one chat request's answer) and its SSE stream as vLLM sends it
 
-Only app.py, lora.py, wire.py and tokenize_routes.py import aiohttp; the CLI imports them inside
+Only app.py, chat_stream.py, lora.py, wire.py and tokenize_routes.py import aiohttp; the CLI imports them inside
 `ops serve sim`. tests/integration/test_sim_conformance.py holds the wire to a real vLLM replica.
 """

@@ -2,8 +2,8 @@
 wire (wire.py; tests/integration/test_sim_conformance.py holds it to a real vLLM).
 
 Endpoints: `GET /health` (200, empty), `GET /version`, `GET /v1/models` (the served name with
-`max_model_len`, then the LoRA adapters), `POST /v1/chat/completions` (JSON or SSE with
-`stream: true`; the usage chunk comes when `stream_options.include_usage` is true or with
+`max_model_len`, then the LoRA adapters), `POST /v1/chat/completions` (JSON, or SSE with
+`stream: true` (chat_stream.py); the usage chunk comes when `stream_options.include_usage` is true or with
 --enable-force-include-usage, as in vLLM), `GET /metrics` (Prometheus text, metrics.py),
 `POST /tokenize` and `POST /detokenize` (tokenize_routes.py).
 
@@ -18,8 +18,7 @@ prompt that fits is never refused for its max_tokens: the answer is cut to what 
 * (1 + decode_slowdown * (requests_in_flight - 1))) * latency_factor` ms, where the uncached prompt
 tokens are those its prefix cache (prefix_cache.py, `prefix_cache_tokens` of capacity) did not hold,
 as vLLM computes only those, and the requests in flight are counted when the request arrives.
-Streaming spends the fixed and prefill part before the first chunk and the decode part between
-content chunks.
+A streamed answer is written by chat_stream.py (ChatAnswer, vLLM's SSE chunks and their pacing).
 
 `--crash-after N`: the process exits with status 1 right after answering its N-th chat request;
 requests arriving after the N-th are never answered. /health, /models and /metrics are not counted.
@@ -33,12 +32,13 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import psutil
 from aiohttp import web
 from orchestra_ops.services.simllm import lora, replies, rules, wire
+from orchestra_ops.services.simllm.chat_stream import ChatAnswer, stream_answer
 from orchestra_ops.services.simllm.config import SimConfig
 from orchestra_ops.services.simllm.faults import Fate, FaultPlan
 from orchestra_ops.services.simllm.metrics import SimMetrics
@@ -49,37 +49,10 @@ from orchestra_ops.errors import LaunchError
 
 log = logging.getLogger(__name__)
 
-_STREAM_PIECES = 8
-
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
     """vLLM's error body: `{"error": {"message", "type", "param", "code"}}` (wire.py)."""
     return wire.error_response(status, message, headers=headers)
-
-
-def _pieces(text: str) -> list[str]:
-    """A text in at most _STREAM_PIECES consecutive pieces (the sim's streamed deltas)."""
-    if not text:
-        return []
-    step = max(1, -(-len(text) // _STREAM_PIECES))
-    return [text[start:start + step] for start in range(0, len(text), step)]
-
-
-@dataclass
-class _Answer:
-    """What one chat request gets back, whichever way it is sent."""
-
-    persona: str
-    reply: replies.Reply
-    n_prompt: int
-    n_completion: int
-    details: dict[str, Any] | None  # prompt_tokens_details (None without the flag)
-    cached: int = 0  # prompt tokens its prefix cache held (no prefill for them)
-    decode_factor: float = 1.0  # the decode slowdown of the requests in flight when it arrived
-
-    @property
-    def uncached(self) -> int:
-        return self.n_prompt - self.cached
 
 
 class SimEngine:
@@ -200,7 +173,7 @@ class SimEngine:
         finally:
             metrics.tokens_in_flight -= n_prompt + answer.n_completion
 
-    def _compose(self, body: dict[str, Any], persona: str, fate: Fate, n_prompt: int) -> _Answer:
+    def _compose(self, body: dict[str, Any], persona: str, fate: Fate, n_prompt: int) -> ChatAnswer:
         """The rules' reply, as this replica serves it: adapter, malformed judge, named tool choice,
         cut to max_tokens or the context; plus the prefix-cache hits of its prompt."""
         reply = rules.respond(body)
@@ -223,7 +196,7 @@ class SimEngine:
         self.metrics.prefix_hits += cached
         details = wire.prompt_details(cached, created) if self.config.enable_prompt_tokens_details else None
         slowdown = 1.0 + self.config.decode_slowdown * max(0, self.metrics.in_flight - 1)
-        return _Answer(persona, reply, n_prompt, replies.completion_tokens(reply), details, cached, slowdown)
+        return ChatAnswer(persona, reply, n_prompt, replies.completion_tokens(reply), details, cached, slowdown)
 
     def _request_id(self, fate: Fate) -> str:
         return f"chatcmpl-sim{self.config.seed}-{fate.index}"
@@ -251,7 +224,7 @@ class SimEngine:
                  "function": {"name": call["name"], "arguments": call["arguments"]}}
                 for i, call in enumerate(reply.tool_calls)]
 
-    def _count_success(self, answer: _Answer) -> None:
+    def _count_success(self, answer: ChatAnswer) -> None:
         finish = answer.reply.finish_reason  # the engine's reason: a tool call is a "stop" to it
         self.metrics.success["stop" if finish == "tool_calls" else finish] += 1
         self.metrics.prefill_tokens += answer.uncached
@@ -260,76 +233,10 @@ class SimEngine:
         self.metrics.generation_tokens += answer.n_completion
 
     async def _stream(self, request: web.Request, body: dict[str, Any], fate: Fate,
-                      answer: _Answer) -> web.StreamResponse:
-        """vLLM's SSE stream: a first delta {role, content ""}, the content deltas (the last carries
-        finish_reason), tool-call deltas then an empty delta with finish_reason, the usage chunk
-        (`stream_options.include_usage` or --enable-force-include-usage), `[DONE]`. The last chunk
-        before `[DONE]` carries system_fingerprint; without --enable-force-include-usage the other
-        chunks have no `usage` key (both checked against vLLM 0.32)."""
-        config = self.config
-        factor = fate.latency_factor
-        reply = answer.reply
-        force_usage = config.enable_force_include_usage
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
-                                               "Cache-Control": "no-cache"})
-        await response.prepare(request)
-        head = {"id": self._request_id(fate), "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": answer.persona}
-        sent = 0  # completion tokens streamed so far (force-include-usage reports them on every chunk)
-
-        async def send(choice: dict[str, Any], tokens: int, extra: dict[str, Any] | None = None) -> None:
-            nonlocal sent
-            decode_ms = config.decode_ms_per_token * tokens * factor * answer.decode_factor
-            if decode_ms > 0:
-                await asyncio.sleep(decode_ms / 1000.0)
-            sent = min(answer.n_completion, sent + tokens)
-            chunk: dict[str, Any] = {**head, "choices": [{"index": 0, **choice}]}
-            if force_usage:
-                chunk["usage"] = {"prompt_tokens": answer.n_prompt, "total_tokens": answer.n_prompt + sent,
-                                  "completion_tokens": sent, "completion_tokens_details": None}
-            await response.write(wire.sse({**chunk, **(extra or {})}))
-
-        first_ms = (config.latency_ms + config.prefill_ms_per_token * answer.uncached) * factor
-        if first_ms > 0:
-            await asyncio.sleep(first_ms / 1000.0)
-        await send({"delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}, 0,
-                   {"prompt_token_ids": None, "prompt_text": None})
-        calls = self._tool_calls(fate, reply)
-        pieces = _pieces(reply.content or "")
-        options = body.get("stream_options")
-        usage_chunk = force_usage or (isinstance(options, dict) and bool(options.get("include_usage")))
-        # the stream's last chunk names the system: the usage chunk, else the finishing chunk (as vLLM)
-        closing = None if usage_chunk else {"system_fingerprint": wire.SYSTEM_FINGERPRINT}
-        for number, piece in enumerate(pieces, 1):
-            last = number == len(pieces) and not calls
-            choice: dict[str, Any] = {"delta": {"content": piece}, "logprobs": None,
-                                      "finish_reason": reply.finish_reason if last else None}
-            if last:
-                choice["stop_reason"] = None
-            choice["token_ids"] = None
-            await send(choice, replies.estimate_tokens(piece), closing if last else None)
-        for i, call in enumerate(calls):
-            function = call["function"]
-            for number, piece in enumerate(_pieces(function["arguments"]) or [""]):
-                delta = ({"id": call["id"], "type": "function", "index": i,
-                          "function": {"name": function["name"], "arguments": piece}} if number == 0
-                         else {"index": i, "function": {"name": None, "arguments": piece}})
-                await send({"delta": {"tool_calls": [delta]}, "logprobs": None, "finish_reason": None,
-                            "token_ids": None}, replies.estimate_tokens(piece))
-        if calls or not pieces:
-            await send({"delta": {}, "logprobs": None, "finish_reason": reply.finish_reason, "stop_reason": None,
-                        "token_ids": None}, 0, closing)
-        if usage_chunk:
-            final: dict[str, Any] = {"prompt_tokens": answer.n_prompt,
-                                     "total_tokens": answer.n_prompt + answer.n_completion,
-                                     "completion_tokens": answer.n_completion}
-            if answer.details is not None:
-                final["prompt_tokens_details"] = wire.prompt_details(
-                    answer.details["cached_tokens"], answer.details["created_cache_tokens"], stream=True)
-            await response.write(wire.sse({**head, "choices": [], "usage": final,
-                                           "system_fingerprint": wire.SYSTEM_FINGERPRINT}))
-        await response.write(wire.DONE)
-        await response.write_eof()
+                      answer: ChatAnswer) -> web.StreamResponse:
+        """vLLM's SSE stream (chat_stream.py), then the answer counted as a success."""
+        response = await stream_answer(request, body, self.config, answer, self._request_id(fate),
+                                       fate.latency_factor, self._tool_calls(fate, answer.reply))
         self._count_success(answer)
         return response
 

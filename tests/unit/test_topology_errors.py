@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from orchestra_ops.config.loader import load_topology
-from orchestra_ops.config.topology import ModelSpec, Topology
+from orchestra_ops.config.model_spec import ModelSpec
+from orchestra_ops.config.topology import Topology
 from orchestra_ops.errors import TopologyError
 
 HEADER = """\

@@ -11,7 +11,7 @@ from orchestra_ops.client.affinity import Affinity
 from orchestra_ops.client.fleet_client import FleetClient
 from orchestra_ops.client.sources import load_routing
 from orchestra_ops.config.loader import load_topology
-from orchestra_ops.config.topology import ModelRouting
+from orchestra_ops.config.model_spec import ModelRouting
 from orchestra_ops.errors import TopologyError
 from orchestra_ops.fleet.plan import plan
 from tests.unit.test_routing import write_fleet
