@@ -1,6 +1,6 @@
 """The ssh backend: the tmux backend on another host, reached with fabric (one connection per host).
 
-Every step on the node is one ssh round trip running `ssh_agent.py` there (stdlib Python; with ssh_agent_procfs.py):
+Every step on the node is one ssh round trip running `ssh_agent.py` there (stdlib Python):
 preflight checks commands, ports, tmux and the session before anything starts anywhere; launch
 starts each process in a window of the node's tmux session `ops-<topology>-<node>` with the same
 script as the local tmux backend (quoted argv and env, `ulimit -n` capped at the node's hard limit,
@@ -22,7 +22,7 @@ from typing import Any
 
 from orchestra_ops.config.nodes import SshSettings
 from orchestra_ops.errors import LaunchError
-from orchestra_ops.fleet.backends import ssh_agent, ssh_agent_procfs
+from orchestra_ops.fleet.backends import ssh_agent
 from orchestra_ops.fleet.backends.base import LaunchContext, Launched, NodeGroup, NodeView, ProcessView, StopReport
 from orchestra_ops.fleet.backends.sshconn import SshError, SshPool, SshTarget
 from orchestra_ops.fleet.backends.tmux import session_name, window_script
@@ -30,21 +30,7 @@ from orchestra_ops.fleet.process_spec import ProcessSpec
 from orchestra_ops.fleet.state import NodeRecord, ProcessRecord
 
 POLL_S = 0.5  # at most one liveness/log round trip per node this often while waiting
-
-
-def _agent_source() -> str:
-    """The one script the node runs: ssh_agent_procfs.py, then ssh_agent.py without its future import (the
-    script's first line of code has it) and without its import of ssh_agent_procfs (defined above it)."""
-    procfs = Path(ssh_agent_procfs.__file__).read_text(encoding="utf-8")
-    agent = Path(ssh_agent.__file__).read_text(encoding="utf-8").splitlines(keepends=True)
-    dropped = ("from __future__ import annotations", f"from {ssh_agent_procfs.__name__} import ")
-    kept = [line for line in agent if not line.startswith(dropped)]
-    if len(agent) - len(kept) != len(dropped):
-        raise RuntimeError(f"{ssh_agent.__file__}: expected one line of each of {dropped} to drop")
-    return procfs + "\n\n" + "".join(kept)
-
-
-AGENT_SOURCE = _agent_source()
+AGENT_SOURCE = Path(ssh_agent.__file__).read_text(encoding="utf-8")
 
 
 def target_of(node: NodeRecord) -> SshTarget:
