@@ -46,6 +46,9 @@ FAKE_MODULES = {
             with open(os.environ["FAKE_VLLM_LOG"], "a") as log:
                 log.write(json.dumps({"pid": os.getpid(), "model": args.model,
                                       "VLLM_X": os.environ.get("VLLM_X"), "SHARED": os.environ.get("SHARED")}) + "\\n")
+            if args.model == "hang":
+                import time
+                time.sleep(600)
             if args.model == "crash":  # what a segfault leaves: a line on fd 2 and no answer
                 os.write(2, b"Fatal Python error: Segmentation fault\\n  File vllm/_C.py, line 1\\n")
                 os._exit(139)
@@ -138,6 +141,22 @@ def test_a_crash_mid_batch_fails_the_rest_with_the_crashs_last_lines(fake_vllm: 
         ("b/0", False, None, crash),
         ("c/0", False, None, f"not checked: the check ended at an earlier command: {crash}")]
     assert [entry["model"] for entry in _parsed(tmp_path)] == ["/m/a", "crash"]  # c was never parsed
+
+
+def test_past_the_timeout_what_was_answered_stays(fake_vllm: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(argv_check, "CHECK_TIMEOUT_S", 20.0)  # a base that a fake's start fits in, even loaded
+    monkeypatch.setattr(argv_check, "CHECK_ITEM_TIMEOUT_S", 0.0)
+    specs = [_spec(fake_vllm, "a", "/m/a", 9000), _spec(fake_vllm, "b", "hang", 9001),
+             _spec(fake_vllm, "c", "/m/c", 9002)]
+    checks = argv_check.check_specs(specs, {"cpu": run_here(tmp_path)})
+    assert [(c.process, c.ok, c.version, c.error) for c in checks] == [
+        ("a/0", True, "9.9", None),
+        ("b/0", False, None, "vLLM did not answer the check within 20 s"),
+        ("c/0", False, None, "not checked: the check ended at an earlier command: vLLM did not answer the check "
+                             "within 20 s")]
+    pid = _parsed(tmp_path)[-1]["pid"]
+    assert isinstance(pid, int) and not Path(f"/proc/{pid}").exists()  # the hung check was killed
 
 
 def test_only_what_the_cache_lacks_is_sent_and_all_cached_starts_no_process(fake_vllm: Path, tmp_path: Path) -> None:
