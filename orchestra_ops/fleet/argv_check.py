@@ -66,9 +66,9 @@ class CheckItem:
     args: tuple[str, ...]
 
 
-Answer = tuple[bool, "str | None", "str | None"]  # (ok, version, error)
+Answer = tuple[bool, str | None, str | None]  # (ok, version, error)
 # Checks items of one interpreter in one process; an answer per item, in their order.
-Runner = Callable[[Sequence[CheckItem]], "list[Answer]"]
+Runner = Callable[[Sequence[CheckItem]], list[Answer]]
 
 
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
