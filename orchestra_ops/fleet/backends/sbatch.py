@@ -91,9 +91,9 @@ ops_start_on() {  # HOST_INDEX NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
 """.strip("\n")
 HOSTS_PREFIX = "ops-job: hosts "
 
-# The node's own vLLM parses each vLLM model's command before anything starts (fleet/argv_check.py), one
-# command per check (argv_check_source.py's one-command form): the
-# check's shell and Python sources are set once (@LOCATE@, @SOURCE@), each check names its replica.
+# The node's own vLLM parses each vLLM model's command before anything starts (fleet/argv_check.py; the
+# program's one-command form, fleet/argv_check_source.py): the check's shell and Python sources are set once
+# (@LOCATE@, @SOURCE@), each check names its replica.
 CHECKS = r"""
 ops_locate=$(cat <<'OPS_LOCATE_EOF'
 @LOCATE@
