@@ -6,7 +6,8 @@
     ray_gate.py        in front of a Ray model's server: waits until every Ray node joined, then execs it
     node_groups.py     a plan's processes grouped by node, each node with its backend
     backends/          local, tmux, ssh and slurm: start, stop and see processes on one node
-    argv_check.py      each node's own vLLM parses the exact argv before anything starts (+ its cache)
+    argv_check.py      each node's own vLLM parses the exact argv before anything starts, one process per node
+                       and interpreter (+ its program, its runners per backend, its cache)
     indexes.py         retrieval indexes built from a service's corpus before `ops up` starts it
     lifecycle.py       `ops up` on every node a topology names
     teardown.py        `ops down` (and what a failed `ops up` stops): every node stopped through its backend

@@ -3,97 +3,44 @@
 Our topology checks know the flags we set; they cannot know every flag and value of every vLLM
 version (`--dtype float13`, `--reasoning-parser qwen4` in engine_args, a parser name that version
 lacks). So before launching, `ops up` (and `ops plan --check`) runs, on the node and with the node's
-vLLM, a short program (CHECK_SOURCE) that builds vLLM's own CLI parser exactly as `vllm` does, parses
-the replica's argv, runs vLLM's own pre-launch validation (serve's `validate`, the engine args, the API
-server's tool/reasoning parser check) and stops before anything is loaded. It answers one line
-`OPS_VLLM_CHECK {"ok": …, "version": …, "error": …}`; the error is vLLM's own message.
+vLLM, a short program (argv_check_source.py) that imports vLLM once, then for each command builds vLLM's
+own CLI parser exactly as `vllm` does, parses it, runs vLLM's own pre-launch validation (serve's
+`validate`, the engine args, the API server's tool/reasoning parser check) and stops before anything is
+loaded. It answers one line `OPS_VLLM_CHECK {"ok": …, "version": …, "error": …, "index": …}` per
+command; the error is vLLM's own message.
 
 The interpreter is found from the vLLM command: `python -m vllm…` runs directly; a `vllm` console
-script is located on the node's PATH and its shebang names the venv's python. One check per model
-(its replicas differ only in port and env), all in parallel: on this machine, or over the ssh agent. A
-slurm node has no host until its job runs, so its sbatch script runs the same check first and ends the
-job with vLLM's message (backends/sbatch.py); `ops up` then fails with the job log's lines.
+script is located on the node's PATH and its shebang names the venv's python. The first replica of
+each model is checked (its replicas differ only in port and env); importing vLLM is most of a check's
+cost, so every model checked by one runner (this machine: every local node; over the ssh agent: one
+node) with one interpreter is checked by ONE process, each with its replica's env; the runners run in
+parallel. A slurm node has no host until its job runs, so its sbatch script runs the same program
+first, one command at a time, and ends the job with vLLM's message (backends/sbatch.py); `ops up` then
+fails with the job log's lines.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import subprocess
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import PositionedYaml
-from orchestra_ops.fleet import argv_check_cache
+from orchestra_ops.fleet.argv_check_source import BATCH_FLAG, CHECK_SOURCE, LOCATE, MARKER
 from orchestra_ops.fleet.process_spec import ProcessSpec
 
 log = logging.getLogger(__name__)
 
-MARKER = "OPS_VLLM_CHECK "
+__all__ = ["CHECK_SOURCE", "CHECK_TIMEOUT_S", "LOCATE", "MARKER", "Answer", "CheckItem", "Runner", "VllmCheck",
+           "batch_argv", "batch_env", "batch_timeout", "check_argv", "check_specs", "parse_answer", "parse_batch",
+           "problems", "versions"]
+
 CHECK_TIMEOUT_S = 300.0  # importing vLLM takes 10-20 s on a loaded 2-core machine
-
-# Runs under the node's vLLM interpreter with argv `serve MODEL FLAGS…`; never imported by ops.
-CHECK_SOURCE = r'''
-import contextlib, io, json, sys
-def report(ok, version, error):
-    sys.stdout.write("OPS_VLLM_CHECK " + json.dumps({"ok": ok, "version": version, "error": error}) + "\n")
-    sys.stdout.flush()
-try:
-    import importlib.metadata as metadata
-    try:
-        version = metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        version = None
-    import vllm.entrypoints.cli.main as cli_main
-    import vllm.entrypoints.cli.serve as serve_cli
-except Exception as exc:
-    report(False, None, "cannot import vllm: %s: %s" % (type(exc).__name__, exc))
-    sys.exit(3)
-reached = []
-def parsed(args):
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    engine_args = AsyncEngineArgs.from_cli_args(args)
-    merge = getattr(engine_args, "create_structured_outputs_config", None)
-    if merge is not None:
-        args.structured_outputs_config = merge()
-    try:
-        from vllm.entrypoints.launchers.launcher import validate_api_server_args
-    except ImportError:
-        from vllm.entrypoints.openai.api_server import validate_api_server_args
-    validate_api_server_args(args)
-    reached.append(True)
-serve_cli.ServeSubcommand.cmd = staticmethod(parsed)
-sys.argv = ["vllm", *sys.argv[1:]]
-errors = io.StringIO()
-try:
-    with contextlib.redirect_stderr(errors):
-        cli_main.main()
-except SystemExit as exc:
-    lines = [line for line in errors.getvalue().splitlines() if line.strip()]
-    report(False, version, lines[-1] if lines else "exit %s" % exc.code)
-    sys.exit(2)
-except BaseException as exc:
-    report(False, version, "%s: %s" % (type(exc).__name__, exc))
-    sys.exit(2)
-report(bool(reached), version, None if reached else "vllm did not reach `serve`")
-'''
-
-# `sh -c LOCATE SOURCE COMMAND ARGS…`: find COMMAND on PATH, read the python from its shebang (or, for a
-# console script with a long path, from pip's `'''exec' PYTHON "$0"` trampoline) and run SOURCE there.
-LOCATE = r"""exe=$(command -v "$1") || { echo "command not found: $1" >&2; exit 127; }
-shift
-py=$(sed -n '1s/^#![[:space:]]*//p' "$exe")
-case "$py" in
-  */sh|*/bash|"") py=$(sed -n "2s/^'''exec' \(.*\) \"\$0\".*/\1/p" "$exe") ;;
-esac
-[ -n "$py" ] || { echo "$exe is not a python console script" >&2; exit 126; }
-exec $py -c "$0" "$@"
-"""
+CHECK_ITEM_TIMEOUT_S = 30.0  # and each further command of a batch a little (its parse, a lazy import)
 
 
 @dataclass(frozen=True)
@@ -110,31 +57,61 @@ class VllmCheck:
 
 
 @dataclass(frozen=True)
-class CheckRun:
-    """One check to run on a node: argv, the replica's environment, and where."""
+class CheckItem:
+    """One command to check: the replica, its interpreter's command (`check_argv` without the args) and
+    the words vLLM parses (`serve MODEL FLAGS…`)."""
 
     spec: ProcessSpec
-    argv: list[str]
+    interpreter: tuple[str, ...]
+    args: tuple[str, ...]
 
 
-Runner = Callable[[CheckRun], "tuple[int, str, str]"]  # -> (exit status, stdout, stderr)
+Answer = tuple[bool, str | None, str | None]  # (ok, version, error)
+# Checks items of one interpreter in one process; an answer per item, in their order.
+Runner = Callable[[Sequence[CheckItem]], list[Answer]]
 
 
-def check_argv(argv: Sequence[str]) -> list[str] | None:
-    """The command that checks a vLLM replica's argv, or None when the command's form is not one we know."""
+def _split(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """(the check's interpreter command, the words after it) of a vLLM command, or None when its form is
+    not one we know."""
     if "serve" not in argv:
         return None
     at = list(argv).index("serve")
     command, args = list(argv[:at]), list(argv[at:])
     if len(command) >= 3 and command[-2] == "-m" and command[-1].startswith("vllm"):
-        return [*command[:-2], "-c", CHECK_SOURCE, *args]
+        return [*command[:-2], "-c", CHECK_SOURCE], args
     if len(command) == 1:
-        return ["sh", "-c", LOCATE, CHECK_SOURCE, command[0], *args]
+        return ["sh", "-c", LOCATE, CHECK_SOURCE, command[0]], args
     return None
 
 
-def parse_answer(code: int, stdout: str, stderr: str) -> tuple[bool, str | None, str | None]:
-    """(ok, version, error) from what the check printed; a crash before the answer keeps its last lines."""
+def check_argv(argv: Sequence[str]) -> list[str] | None:
+    """The command that checks one vLLM replica's argv, or None when the command's form is not one we know."""
+    split = _split(argv)
+    return None if split is None else [*split[0], *split[1]]
+
+
+def batch_argv(items: Sequence[CheckItem]) -> list[str]:
+    """The one command that checks every item (they share an interpreter)."""
+    payload = [{"args": list(item.args), "env": dict(item.spec.env)} for item in items]
+    return [*items[0].interpreter, BATCH_FLAG, json.dumps(payload)]
+
+
+def batch_env(items: Sequence[CheckItem]) -> dict[str, str]:
+    """The environment the batch's process starts with: what every item sets alike (PATH, to find `vllm`);
+    each item's own is set around its parse."""
+    common = dict(items[0].spec.env)
+    for item in items[1:]:
+        common = {key: value for key, value in common.items() if item.spec.env.get(key) == value}
+    return common
+
+
+def batch_timeout(count: int) -> float:
+    return CHECK_TIMEOUT_S + CHECK_ITEM_TIMEOUT_S * max(count - 1, 0)
+
+
+def parse_answer(code: int, stdout: str, stderr: str) -> Answer:
+    """(ok, version, error) from what a one-command check printed; a crash before the answer keeps its last lines."""
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
@@ -142,60 +119,78 @@ def parse_answer(code: int, stdout: str, stderr: str) -> tuple[bool, str | None,
             except json.JSONDecodeError:
                 break
             return bool(answer.get("ok")), answer.get("version"), answer.get("error")
-    tail = [line for line in (stderr or stdout).splitlines() if line.strip()][-3:]
-    return False, None, " / ".join(tail) or f"the check exited with status {code} and said nothing"
+    return False, None, _last_lines(code, stdout, stderr)
 
 
-def run_here(cwd: Path) -> Runner:
-    """Run checks on this machine, in `cwd`, with the replica's environment over ours; a command this
-    vLLM accepted before is not asked again (argv_check_cache.py)."""
-
-    def run(item: CheckRun) -> tuple[int, str, str]:
-        key = argv_check_cache.cache_key(item.spec.engine_argv, item.spec.env, cwd)  # what vLLM checks
-        version = argv_check_cache.accepted(key) if key else None
-        if version is not None:
-            return 0, MARKER + json.dumps({"ok": True, "version": version, "error": None, "cached": True}), ""
-        env = {**os.environ, **item.spec.env}
+def parse_batch(code: int, stdout: str, stderr: str, count: int) -> list[Answer]:
+    """An answer per item of a batch of `count`; an item the process never answered (it crashed, or timed out,
+    on the first of them) fails with the process's last lines."""
+    answers: dict[int, Answer] = {}
+    for line in stdout.splitlines():
+        if not line.startswith(MARKER):
+            continue
         try:
-            done = subprocess.run(item.argv, cwd=cwd, env=env, capture_output=True, text=True,
-                                  timeout=CHECK_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return 124, "", f"vLLM did not answer the check within {CHECK_TIMEOUT_S:.0f} s"
-        except OSError as exc:
-            return 127, "", str(exc)
-        ok, version, _ = parse_answer(done.returncode, done.stdout, done.stderr)
-        if ok and version and key:
-            argv_check_cache.remember(key, version)
-        return done.returncode, done.stdout, done.stderr
+            answer = json.loads(line[len(MARKER):])
+        except json.JSONDecodeError:
+            continue
+        index = answer.get("index") if isinstance(answer, dict) else None
+        if isinstance(index, int) and 0 <= index < count:
+            answers[index] = (bool(answer.get("ok")), answer.get("version"), answer.get("error"))
+    missing = [index for index in range(count) if index not in answers]
+    if missing:
+        tail = _last_lines(code, stdout, stderr)
+        answers[missing[0]] = (False, None, tail)
+        for index in missing[1:]:
+            answers[index] = (False, None, f"not checked: the check ended at an earlier command: {tail}")
+    return [answers[index] for index in range(count)]
 
-    return run
+
+def _last_lines(code: int, stdout: str, stderr: str) -> str:
+    lines = [line for line in (stderr or stdout).splitlines() if line.strip() and not line.startswith(MARKER)]
+    return " / ".join(lines[-3:]) or f"the check exited with status {code} and said nothing"
 
 
-def check_specs(specs: Sequence[ProcessSpec], runners: dict[str, Runner | None]) -> list[VllmCheck]:
-    """Check the first replica of every vLLM model in `specs` (runner per node; None: cannot check there)."""
-    firsts: dict[str, ProcessSpec] = {}
+def check_specs(specs: Sequence[ProcessSpec], runners: dict[str, Runner | None], *,
+                first_per_model: bool = True) -> list[VllmCheck]:
+    """Check the first replica of every vLLM model in `specs` (every vLLM server with first_per_model=False),
+    in their order. `runners`: node -> its runner (None: cannot check there); the items of one runner object
+    and one interpreter go to one process, the processes run in parallel."""
+    checked: dict[str, ProcessSpec] = {}
     for spec in specs:
         if spec.kind == "vllm":  # one per model: its servers differ in port, ranks and env
-            firsts.setdefault(spec.group, spec)
-    if not firsts:
-        return []
-
-    def one(spec: ProcessSpec) -> VllmCheck:
+            checked.setdefault(spec.group if first_per_model else spec.name, spec)
+    results: list[VllmCheck | None] = []
+    batches: dict[tuple[int, tuple[str, ...], str | None], list[tuple[int, CheckItem]]] = {}
+    for position, spec in enumerate(checked.values()):
         runner = runners.get(spec.node)
-        argv = check_argv(spec.engine_argv)  # a Ray model's gate in front is not vLLM's to parse
+        split = _split(spec.engine_argv)  # a Ray model's gate in front is not vLLM's to parse
         if runner is None:
-            return VllmCheck(spec.name, spec.group, spec.node, True, None, None,
-                             skipped="its node is allocated later: the slurm job checks it before any replica starts")
-        if argv is None:
-            return VllmCheck(spec.name, spec.group, spec.node, True, None, None,
-                             skipped=f"cannot tell the interpreter of {spec.argv[0]!r}")
-        code, out, err = runner(CheckRun(spec, argv))
-        ok, version, error = parse_answer(code, out, err)
-        log.debug("vLLM check of %s on %s: ok=%s version=%s", spec.name, spec.node, ok, version)
-        return VllmCheck(spec.name, spec.group, spec.node, ok, version, error)
+            results.append(VllmCheck(spec.name, spec.group, spec.node, True, None, None,
+                                     skipped="its node is allocated later: the slurm job checks it before any "
+                                             "replica starts"))
+        elif split is None:
+            results.append(VllmCheck(spec.name, spec.group, spec.node, True, None, None,
+                                     skipped=f"cannot tell the interpreter of {spec.argv[0]!r}"))
+        else:
+            results.append(None)
+            key = (id(runner), tuple(split[0]), spec.env.get("PATH"))  # PATH: where `vllm` is found
+            batches.setdefault(key, []).append((position, CheckItem(spec, tuple(split[0]), tuple(split[1]))))
 
-    with ThreadPoolExecutor(max_workers=len(firsts)) as pool:
-        return list(pool.map(one, firsts.values()))
+    def run(batch: list[tuple[int, CheckItem]]) -> None:
+        items = [item for _, item in batch]
+        runner = runners[items[0].spec.node]
+        assert runner is not None
+        answers = runner(items)
+        for (position, item), (ok, version, error) in zip(batch, answers, strict=True):
+            log.debug("vLLM check of %s on %s: ok=%s version=%s", item.spec.name, item.spec.node, ok, version)
+            results[position] = VllmCheck(item.spec.name, item.spec.group, item.spec.node, ok, version, error)
+
+    if batches:
+        with ThreadPoolExecutor(max_workers=len(batches)) as pool:
+            list(pool.map(run, batches.values()))  # a runner's exception is raised here
+    done = [result for result in results if result is not None]
+    assert len(done) == len(results)
+    return done
 
 
 def problems(checks: Sequence[VllmCheck], doc: PositionedYaml, topology: Topology) -> list[str]:

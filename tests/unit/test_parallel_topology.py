@@ -273,7 +273,8 @@ VLLM = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "vllm"
 @pytest.mark.skipif(not VLLM.is_file(), reason="needs .venv-vllm/bin/vllm (make setup)")
 def test_every_modes_golden_argv_is_accepted_by_vllms_own_parser(tmp_path: Path) -> None:
     """The argv check `ops up` runs (real vLLM's parser and pre-launch validation) on each mode's servers."""
-    from orchestra_ops.fleet.argv_check import check_specs, run_here
+    from orchestra_ops.fleet.argv_check import check_specs
+    from orchestra_ops.fleet.argv_check_nodes import run_here
 
     launch = _plan(tmp_path, f"""\
         tp: {{model: org/A-70B, node: gpu8, replicas: 1, tensor_parallel: 2, pipeline_parallel: 2, port: 8000,
@@ -288,8 +289,8 @@ def test_every_modes_golden_argv_is_accepted_by_vllms_own_parser(tmp_path: Path)
                vllm_command: [{VLLM}], ray: {{port: 7000}}}}
         """)
     servers = [s for s in launch.processes if s.serves]
-    runners = {node: run_here(tmp_path) for node in ("gpu8", "pair@0", "pair@1")}
-    checks = [check for spec in servers for check in check_specs([spec], runners)]  # one vLLM at a time
+    runners = dict.fromkeys(("gpu8", "pair@0", "pair@1"), run_here(tmp_path))  # all on this machine, as `ops up`
+    checks = check_specs(servers, runners, first_per_model=False)  # every server, in one vLLM process
     assert {c.group: (c.ok, c.error) for c in checks} == {
         "tp": (True, None), "internal": (True, None), "external": (True, None), "hybrid": (True, None),
         "ray": (True, None)}

@@ -14,6 +14,7 @@ from orchestra_ops.config.loader import load_topology
 from orchestra_ops.config.yamlpos import load_positioned
 from orchestra_ops.fleet import argv_check
 from orchestra_ops.fleet.argv_check import CHECK_SOURCE, LOCATE, VllmCheck, check_argv, parse_answer
+from orchestra_ops.fleet.argv_check_nodes import run_here
 
 
 def test_check_command_per_form() -> None:
@@ -108,7 +109,8 @@ def test_a_repeated_flag_points_at_the_occurrence_whose_value_vllm_refuses(tmp_p
 def _counting_vllm(tmp_path: Path, ok: bool) -> Path:
     """A `vllm` whose 'python' appends a line to `calls` each time it is asked, then answers."""
     python = tmp_path / "py"
-    answer = '{"ok": true, "version": "9.9", "error": null}' if ok else '{"ok": false, "version": "9.9", "error": "no"}'
+    answer = ('{"ok": true, "version": "9.9", "error": null, "index": 0}' if ok
+              else '{"ok": false, "version": "9.9", "error": "no", "index": 0}')
     python.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'calls'}\necho 'OPS_VLLM_CHECK {answer}'\n")
     python.chmod(0o755)
     vllm = tmp_path / "vllm"
@@ -123,7 +125,7 @@ def _check(vllm: Path, port: int, cwd: Path, **env: str) -> VllmCheck:
     spec = ProcessSpec(name="m/0", group="m", kind="vllm", node="cpu", host="127.0.0.1", bind_host="127.0.0.1",
                        port=port, gpus=(), argv=(str(vllm), "serve", "/m", "--port", str(port)), env=env,
                        log="x.log", served_model_name="m", ulimit_nofile=1024, endpoint_key="m")
-    return argv_check.check_specs([spec], {"cpu": argv_check.run_here(cwd)})[0]
+    return argv_check.check_specs([spec], {"cpu": run_here(cwd)})[0]
 
 
 def test_an_accepted_command_is_not_asked_again_until_vllm_or_the_command_changes(

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestra_ops.config.nodes import SlurmSettings
-from orchestra_ops.fleet.argv_check import CHECK_SOURCE, LOCATE
+from orchestra_ops.fleet.argv_check_source import CHECK_SOURCE, LOCATE
 from orchestra_ops.fleet.ray_gate import JOB_HEAD
 
 EXIT_PREFIX = "ops-job: exited "
@@ -91,8 +91,9 @@ ops_start_on() {  # HOST_INDEX NAME LOG "GPU INDICES" VAR=VALUE ... -- ARGV ...
 """.strip("\n")
 HOSTS_PREFIX = "ops-job: hosts "
 
-# The node's own vLLM parses each vLLM model's command before anything starts (fleet/argv_check.py): the
-# check's shell and Python sources are set once (@LOCATE@, @SOURCE@), each check names its replica.
+# The node's own vLLM parses each vLLM model's command before anything starts (fleet/argv_check.py; the
+# program's one-command form, fleet/argv_check_source.py): the check's shell and Python sources are set once
+# (@LOCATE@, @SOURCE@), each check names its replica.
 CHECKS = r"""
 ops_locate=$(cat <<'OPS_LOCATE_EOF'
 @LOCATE@
