@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from orchestra_ops.config.topology import Topology
 from orchestra_ops.config.yamlpos import PositionedYaml
-from orchestra_ops.fleet.argv_check_source import BATCH_FLAG, CHECK_SOURCE, LOCATE, MARKER
+from orchestra_ops.fleet.argv_check_source import BATCH_ENV, BATCH_FLAG, CHECK_SOURCE, LOCATE, MARKER
 from orchestra_ops.fleet.process_spec import ProcessSpec
 
 log = logging.getLogger(__name__)
@@ -92,18 +92,18 @@ def check_argv(argv: Sequence[str]) -> list[str] | None:
 
 
 def batch_argv(items: Sequence[CheckItem]) -> list[str]:
-    """The one command that checks every item (they share an interpreter)."""
-    payload = [{"args": list(item.args), "env": dict(item.spec.env)} for item in items]
-    return [*items[0].interpreter, BATCH_FLAG, json.dumps(payload)]
+    """The one command that checks every item (they share an interpreter); the items are in batch_env."""
+    return [*items[0].interpreter, BATCH_FLAG]
 
 
 def batch_env(items: Sequence[CheckItem]) -> dict[str, str]:
-    """The environment the batch's process starts with: what every item sets alike (PATH, to find `vllm`);
-    each item's own is set around its parse."""
+    """The environment the batch's process starts with: what every item sets alike (PATH, to find `vllm`), and
+    the items themselves in BATCH_ENV (their args, and their own env, set around each parse)."""
     common = dict(items[0].spec.env)
     for item in items[1:]:
         common = {key: value for key, value in common.items() if item.spec.env.get(key) == value}
-    return common
+    payload = [{"args": list(item.args), "env": dict(item.spec.env)} for item in items]
+    return {**common, BATCH_ENV: json.dumps(payload)}  # never in argv: an env value may be a secret
 
 
 def batch_timeout(count: int) -> float:

@@ -7,9 +7,11 @@ Its argv is one of:
 
     serve MODEL FLAGS…            one command (what a slurm job's check runs, backends/sbatch.py); answers
                                   `OPS_VLLM_CHECK {"ok": …, "version": …, "error": …}`
-    --ops-batch JSON              a list of {"args": ["serve", MODEL, FLAGS…], "env": {VAR: VALUE}}: each
-                                  command is parsed with its env set in os.environ (restored afterwards) and
-                                  answered by one line as above with its "index" in the list, in order
+    --ops-batch                   the commands are in $OPS_VLLM_CHECK_BATCH, a JSON list of {"args": ["serve",
+                                  MODEL, FLAGS…], "env": {VAR: VALUE}} (in the environment, not in argv: an
+                                  env value may be a token, and argv is world-readable in ps); each command is
+                                  parsed with its env set in os.environ (restored afterwards) and answered by
+                                  one line as above with its "index" in the list, in order
 
 The error is vLLM's own message (argparse's last line, or the exception). A crash (a signal, os._exit) ends
 the process: the commands not yet answered are the caller's to report (argv_check.parse_batch).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 MARKER = "OPS_VLLM_CHECK "
 BATCH_FLAG = "--ops-batch"
+BATCH_ENV = "OPS_VLLM_CHECK_BATCH"
 
 CHECK_SOURCE = r'''
 import contextlib, io, json, os, sys
@@ -32,7 +35,8 @@ def report(ok, version, error, index):
     sys.stdout.write("OPS_VLLM_CHECK " + json.dumps(answer) + "\n")
     sys.stdout.flush()
 if sys.argv[1:2] == ["--ops-batch"]:
-    items = [(index, item["args"], item.get("env") or {}) for index, item in enumerate(json.loads(sys.argv[2]))]
+    batch = json.loads(os.environ.pop("OPS_VLLM_CHECK_BATCH"))
+    items = [(index, item["args"], item.get("env") or {}) for index, item in enumerate(batch)]
 else:
     items = [(None, sys.argv[1:], {})]
 try:

@@ -45,7 +45,8 @@ FAKE_MODULES = {
             args = parser.parse_args(sys.argv[1:])
             with open(os.environ["FAKE_VLLM_LOG"], "a") as log:
                 log.write(json.dumps({"pid": os.getpid(), "model": args.model,
-                                      "VLLM_X": os.environ.get("VLLM_X"), "SHARED": os.environ.get("SHARED")}) + "\\n")
+                                      "VLLM_X": os.environ.get("VLLM_X"), "SHARED": os.environ.get("SHARED"),
+                                      "cmdline": open("/proc/self/cmdline").read()}) + "\\n")
             if args.model == "hang":
                 import time
                 time.sleep(600)
@@ -129,6 +130,20 @@ def test_every_model_of_a_node_is_checked_by_one_process_with_its_own_env(fake_v
     # each item saw its own VLLM_X, and no item the one before it set (restored); b's parse stopped before the log
     assert [(entry["model"], entry["VLLM_X"], entry["SHARED"]) for entry in parsed] == [
         ("/m/a", "1", "s"), ("/m/c", "refuse", "s"), ("/m/d", None, "s")]
+
+
+def test_an_items_env_never_reaches_the_check_processs_argv(fake_vllm: Path, tmp_path: Path) -> None:
+    """argv is world-readable (ps, /proc/PID/cmdline) and a replica's env may hold a token: the batch travels in
+    the process's environment instead."""
+    specs = [_spec(fake_vllm, "a", "/m/a", 9000, HF_TOKEN="hf_secret_a"), _spec(fake_vllm, "b", "/m/b", 9001,
+                                                                               VLLM_X="1", HF_TOKEN="hf_secret_b")]
+    checks = argv_check.check_specs(specs, {"cpu": run_here(tmp_path)})
+    assert [(c.process, c.ok) for c in checks] == [("a/0", True), ("b/0", True)]
+    cmdlines = {entry["cmdline"] for entry in _parsed(tmp_path)}
+    assert len(cmdlines) == 1
+    cmdline = cmdlines.pop()
+    assert isinstance(cmdline, str) and cmdline.endswith("\0--ops-batch\0")
+    assert "hf_secret" not in cmdline and "/m/a" not in cmdline
 
 
 def test_a_crash_mid_batch_fails_the_rest_with_the_crashs_last_lines(fake_vllm: Path, tmp_path: Path) -> None:
