@@ -11,14 +11,18 @@ request, and ops bench's own CPU per request. The peers live in bench/.venv-peer
 a peer that is not installed is reported as such. Goals (issue 27): gateway >= 0.9 of direct, at
 least as fast as vLLM's router, >= 5x LiteLLM's proxy.
 
-Part 2 (affinity): 64 sessions x 4 rounds of a growing conversation (a long system prompt of its
+Part 2 (latency): one call at a time (concurrency 1, BENCH_GATEWAY_LATENCY_REQUESTS each), direct, the
+gateway and vLLM's router in turn over the rounds: the p50/p99 each hop adds when nothing queues.
+
+Part 3 (affinity): 64 sessions x 4 rounds of a growing conversation (a long system prompt of its
 own per session), all sessions in flight each round, against 4 fresh prompt sets: ops's own pool
 with session affinity (the engine), the gateway with `x-session-id`, the gateway without it (a hash
 of the first system and user message), and the engine with affinity off. The sims' prefix-cache
 counters (vllm:prefix_cache_hits_total / queries_total, in tokens) give each run's hit rate.
 
 Env: BENCH_GATEWAY_REQUESTS (default 6000), BENCH_GATEWAY_LITELLM_REQUESTS (default 1500),
-BENCH_GATEWAY_ROUNDS (default 3), BENCH_GATEWAY_PARTS (default "throughput,affinity").
+BENCH_GATEWAY_ROUNDS (default 3), BENCH_GATEWAY_LATENCY_REQUESTS (default 100),
+BENCH_GATEWAY_PARTS (default "throughput,latency,affinity").
 Never asserts; returns 0.
 """
 
@@ -53,6 +57,7 @@ CONCURRENCY = 256
 REQUESTS = int(os.environ.get("BENCH_GATEWAY_REQUESTS", "6000"))
 LITELLM_REQUESTS = int(os.environ.get("BENCH_GATEWAY_LITELLM_REQUESTS", "1500"))
 THROUGHPUT_ROUNDS = int(os.environ.get("BENCH_GATEWAY_ROUNDS", "3"))
+LATENCY_REQUESTS = int(os.environ.get("BENCH_GATEWAY_LATENCY_REQUESTS", "100"))
 PEERS = REPO / "bench" / ".venv-peers" / "bin"
 SESSIONS, ROUNDS = 64, 4
 
@@ -130,9 +135,11 @@ def _hop_argv(name: str, tmp: Path, sims: list[SimServer], port: int) -> tuple[l
     raise ValueError(name)
 
 
-def _measure(name: str, tmp: Path, sims: list[SimServer], direct: Path) -> dict[str, Any] | str:
+def _measure(name: str, tmp: Path, sims: list[SimServer], direct: Path, concurrency: int = CONCURRENCY,
+             requests: int | None = None) -> dict[str, Any] | str:
     """One row's figures (a hop started for it, warmed, measured, stopped), or why there are none."""
-    requests = LITELLM_REQUESTS if name == "litellm proxy" else REQUESTS
+    if requests is None:
+        requests = LITELLM_REQUESTS if name == "litellm proxy" else REQUESTS
     proc = None
     config = direct
     if name != "direct (ops bench)":
@@ -149,7 +156,7 @@ def _measure(name: str, tmp: Path, sims: list[SimServer], direct: Path) -> dict[
         run_ops_bench(config, 32, 200)  # warm: connections, lazy imports
     try:
         hop_cpu0 = _tree_cpu(proc.pid) if proc else 0.0
-        result, ops_cpu = run_ops_bench(config, CONCURRENCY, requests)
+        result, ops_cpu = run_ops_bench(config, concurrency, requests)
         hop_cpu = (_tree_cpu(proc.pid) - hop_cpu0) if proc else None
     finally:
         if proc is not None:
@@ -201,6 +208,34 @@ def throughput(tmp: Path, sims: list[SimServer]) -> None:
           f"{CONCURRENCY / (LATENCY_MS / 1000):,.0f} req/s; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
           ["path", "req/s", "range", "of direct", "p50 ms", "p99 ms", "added p50", "added p99", "hop CPU ms/req",
            "client CPU ms/req", "errors"], rows)
+
+
+def latency(tmp: Path, sims: list[SimServer]) -> None:
+    """What one hop adds to one call when nothing queues: concurrency 1, direct, the gateway and vLLM's router
+    in turn over the rounds (the sims answer in a fixed 200 ms, so the difference is the hop)."""
+    direct = _config(tmp / "direct.json", [s.port for s in sims])
+    names = ("direct (ops bench)", "ops gateway", "vllm-router")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    missing: dict[str, str] = {}
+    for _ in range(THROUGHPUT_ROUNDS):
+        for name in names:
+            if name not in missing:
+                figures = _measure(name, tmp, sims, direct, concurrency=1, requests=LATENCY_REQUESTS)
+                if isinstance(figures, str):
+                    missing[name] = figures
+                else:
+                    runs[name].append(figures)
+    base_p50 = statistics.median(r["p50"] for r in runs[names[0]])
+    base_p99 = statistics.median(r["p99"] for r in runs[names[0]])
+    rows: list[list[object]] = []
+    for name in names:
+        if name in missing:
+            rows.append([name, missing[name], *["-"] * 4])
+            continue
+        p50, p99 = (statistics.median(r[key] for r in runs[name]) for key in ("p50", "p99"))
+        rows.append([name, f"{p50:.1f}", f"{p99:.1f}", f"{p50 - base_p50:+.2f}", f"{p99 - base_p99:+.2f}"])
+    table(f"one call at a time ({LATENCY_REQUESTS} requests, concurrency 1), medians of {THROUGHPUT_ROUNDS} "
+          f"interleaved rounds: what the hop adds", ["path", "p50 ms", "p99 ms", "added p50", "added p99"], rows)
 
 
 def _prefix(sims: list[SimServer]) -> tuple[float, float]:
@@ -274,9 +309,11 @@ def main() -> int:
             sim.start()
         with tempfile.TemporaryDirectory() as folder:
             tmp = Path(folder)
-            parts = os.environ.get("BENCH_GATEWAY_PARTS", "throughput,affinity").split(",")
+            parts = os.environ.get("BENCH_GATEWAY_PARTS", "throughput,latency,affinity").split(",")
             if "throughput" in parts:
                 throughput(tmp, sims)
+            if "latency" in parts:
+                latency(tmp, sims)
             if "affinity" in parts:
                 affinity(tmp, sims)
     finally:
