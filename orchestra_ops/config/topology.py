@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from orchestra_ops.config.model_spec import ModelSpec, Pricing
 from orchestra_ops.config.nodes import LOCAL_HOSTS as LOCAL_HOSTS  # re-exported: nodes are part of the schema
@@ -18,14 +18,11 @@ from orchestra_ops.config.nodes import Node as Node
 from orchestra_ops.config.nodes import Port as Port
 from orchestra_ops.config.nodes import SlurmSettings as SlurmSettings
 from orchestra_ops.config.nodes import SshSettings as SshSettings
+from orchestra_ops.config.nodes import Strict
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TOPOLOGY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Defaults(Strict):
