@@ -27,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from orchestra_ops.config.nodes import Strict
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 DpMode = Literal["replicas", "vllm-internal", "vllm-hybrid", "vllm-external"]
@@ -40,10 +42,6 @@ def ranks_step_together(mode: DpMode, ranks: int) -> bool:
     """Whether `ranks` data-parallel ranks in `mode` are one failure domain: the ranks of vLLM's hybrid and
     external modes coordinate every step, so one dead rank stalls the others."""
     return mode in ("vllm-hybrid", "vllm-external") and ranks > 1
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class DataParallel(Strict):
