@@ -10,6 +10,7 @@ finishes. A fleet that never comes back -> `crashed` after `--max-restarts` prob
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from collections import Counter
@@ -141,7 +142,9 @@ def test_ops_down_under_a_detached_run_waits_for_the_fleet_and_ops_up_resumes_it
     assert waiting["models"] == ["answer"] and "all 2 replica(s) of 'answer' are down" in waiting["reason"]
     log = (run_dir / "eval.log").read_text()
     assert "[SUPERVISOR] attempt 1: the fleet is down (answer): all 2 replica(s) of 'answer' are down" in log
-    assert "[SUPERVISOR] the fleet answers again (answer: 2 of 2 replica(s) answer); resuming with --resume" in log
+    # the supervisor probes on its own clock: it may find the fleet back while `ops up` has one replica of 2 ready
+    assert re.search(r"^\[SUPERVISOR\] the fleet answers again \(answer: [12] of 2 replica\(s\) answer\); "
+                     r"resuming with --resume$", log, re.MULTILINE), log
     assert runs_json(runs)["van-run"]["state"] == "finished"
 
 
