@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,23 +167,32 @@ def _measure(name: str, tmp: Path, sims: list[SimServer], direct: Path, concurre
             "requests": requests, "errors": result["errors"]}
 
 
+def _rounds(names: Sequence[str], tmp: Path, sims: list[SimServer], direct: Path, *, once: Sequence[str] = (),
+            concurrency: int = CONCURRENCY, requests: int | None = None,
+            ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """THROUGHPUT_ROUNDS rounds of every row in turn (a row in `once` only in the first): (each row's figures per
+    round, why a row has none)."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    missing: dict[str, str] = {}
+    for round_ in range(THROUGHPUT_ROUNDS):
+        for name in names:
+            if name in missing or (name in once and round_ > 0):
+                continue
+            figures = _measure(name, tmp, sims, direct, concurrency, requests)
+            if isinstance(figures, str):
+                missing[name] = figures
+            else:
+                runs[name].append(figures)
+    return runs, missing
+
+
 def throughput(tmp: Path, sims: list[SimServer]) -> None:
     """THROUGHPUT_ROUNDS rounds, each measuring direct, the gateway and vLLM's router in turn (LiteLLM, slow, in
     the first only), so a drift of the machine's load touches every row alike; each cell is the median."""
     direct = _config(tmp / "direct.json", [s.port for s in sims])
     _, startup_cpu = run_ops_bench(direct, 1, 1)
     names = ("direct (ops bench)", "ops gateway", "vllm-router", "litellm proxy")
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    missing: dict[str, str] = {}
-    for round_ in range(THROUGHPUT_ROUNDS):
-        for name in names:
-            if name in missing or (name == "litellm proxy" and round_ > 0):
-                continue
-            figures = _measure(name, tmp, sims, direct)
-            if isinstance(figures, str):
-                missing[name] = figures
-            else:
-                runs[name].append(figures)
+    runs, missing = _rounds(names, tmp, sims, direct, once=("litellm proxy",))
     base = statistics.median(r["rate"] for r in runs[names[0]])
     base_p50 = statistics.median(r["p50"] for r in runs[names[0]])
     base_p99 = statistics.median(r["p99"] for r in runs[names[0]])
@@ -215,16 +225,7 @@ def latency(tmp: Path, sims: list[SimServer]) -> None:
     in turn over the rounds (the sims answer in a fixed 200 ms, so the difference is the hop)."""
     direct = _config(tmp / "direct.json", [s.port for s in sims])
     names = ("direct (ops bench)", "ops gateway", "vllm-router")
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    missing: dict[str, str] = {}
-    for _ in range(THROUGHPUT_ROUNDS):
-        for name in names:
-            if name not in missing:
-                figures = _measure(name, tmp, sims, direct, concurrency=1, requests=LATENCY_REQUESTS)
-                if isinstance(figures, str):
-                    missing[name] = figures
-                else:
-                    runs[name].append(figures)
+    runs, missing = _rounds(names, tmp, sims, direct, concurrency=1, requests=LATENCY_REQUESTS)
     base_p50 = statistics.median(r["p50"] for r in runs[names[0]])
     base_p99 = statistics.median(r["p99"] for r in runs[names[0]])
     rows: list[list[object]] = []
