@@ -124,11 +124,15 @@ class NotifyCommand:
         log.warning("--notify command %s; killed it (process group %d)", why, self.process.pid)
 
     def finish(self, wait_s: float, why: str) -> None:
-        """Wait up to `wait_s` for the command; then kill its group and reap it."""
+        """Wait up to `wait_s` for the command; then kill its group, reap it, and wait (5 s at most) until no
+        member is left: a background child may still be exiting after its shell was reaped."""
         self._thread.join(wait_s)
         if self._thread.is_alive():
             self.kill(why)
             self._thread.join(5.0)
+        deadline = time.monotonic() + 5.0
+        while self._killed.is_set() and _group_alive(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 def _group_alive(pgid: int) -> bool:
